@@ -1,0 +1,191 @@
+"""Typed run configuration. Unknown keys are errors that name the key and the valid ones.
+
+A run is described by one YAML preset (``configs/*.yaml``) plus ``--set a.b=value`` overrides;
+the resolved config is written into the run folder so every number can be traced to it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from seedrl.errors import SeedRLError
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Strict):
+    name: str = "tiny-3m"
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    device: str = "cpu"
+    init_seed: int = 0
+    lora: dict[str, Any] | None = None
+    #: mixed precision for the forward/backward (bf16 autocast keeps fp32 master weights)
+    autocast_bf16: bool = False
+    gradient_checkpointing: bool = False
+
+
+class EnvConfig(_Strict):
+    name: str = "sokoban"
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    max_steps: int = 15
+    history_length: int = 2
+    step_timeout_s: float = 60.0
+    workers: int = 8
+    train_split: str = "train"
+    #: size of the train panel (None = the env's default)
+    train_size: int | None = None
+
+
+class RolloutConfig(_Strict):
+    backend: Literal["hf"] = "hf"
+    tasks_per_batch: int = 8
+    group_size: int = 8
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 64
+    max_prompt_tokens: int = 2048
+
+
+class AlgoConfig(_Strict):
+    name: Literal["grpo"] = "grpo"
+    adv_norm: Literal["mean_std", "mean"] = "mean_std"
+    adv_stats: Literal["steps", "trajectories"] = "steps"
+    invalid_penalty: float = 0.1
+    clip_ratio: float = 0.2
+    dual_clip_c: float = 3.0
+    kl_coef: float = 0.01
+    entropy_coef: float = 0.001
+
+
+class OptimConfig(_Strict):
+    lr: float = 1e-6
+    weight_decay: float = 0.01
+    grad_clip: float = 1.0
+    ppo_epochs: int = 1
+    #: step samples per optimizer step (None = the whole batch)
+    mini_batch_size: int | None = 64
+    micro_batch_size: int = 8
+    warmup_steps: int = 0
+
+
+class EvalConfig(_Strict):
+    split: str = "valid_seen"
+    num_tasks: int | None = 32
+    every: int = 0  # 0 = only before and after training
+    greedy: bool = True
+    temperature: float = 0.4
+    batch_size: int = 32
+    max_steps: int | None = None
+
+
+class LogConfig(_Strict):
+    tensorboard: bool = False
+    wandb: bool = False
+    wandb_project: str = "seedrl"
+    progress: bool = True
+
+
+class TrainConfig(_Strict):
+    run_dir: str = "runs/default"
+    seed: int = 0
+    iterations: int = 10
+    save_every: int = 5
+    keep_checkpoints: int = 2
+    torch_threads: int | None = None
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    rollout: RolloutConfig = Field(default_factory=RolloutConfig)
+    algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
+
+
+class SFTConfig(_Strict):
+    """Supervised warm start: expert demonstrations from the env, or (prompt, response) JSONL."""
+
+    run_dir: str = "runs/sft"
+    seed: int = 0
+    torch_threads: int | None = None
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    env: EnvConfig = Field(default_factory=EnvConfig)
+    #: JSONL with {"messages": [...], "response": "..."} or {"prompt": "...", "response": "..."}
+    data: str | None = None
+    demo_tasks: int = 256
+    #: probability of a random (non-expert) action during demonstration play, so demos include recoveries
+    demo_noise: float = 0.1
+    epochs: int = 2
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    batch_size: int = 32
+    micro_batch_size: int = 16
+    grad_clip: float = 1.0
+    warmup_steps: int = 20
+    max_seq_tokens: int = 2048
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+
+
+def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    cur = d
+    for k in keys[:-1]:
+        nxt = cur.get(k)
+        if nxt is None:
+            nxt = cur[k] = {}
+        if not isinstance(nxt, dict):
+            raise SeedRLError(f"--set {dotted}: {k!r} is not a section")
+        cur = nxt
+    cur[keys[-1]] = value
+
+
+def parse_overrides(items: list[str] | None) -> list[tuple[str, Any]]:
+    out = []
+    for item in items or []:
+        if "=" not in item:
+            raise SeedRLError(f"--set expects key=value, got {item!r}")
+        key, raw = item.split("=", 1)
+        out.append((key.strip(), yaml.safe_load(raw) if raw != "" else ""))
+    return out
+
+
+def _explain(exc: ValidationError, cls: type[BaseModel]) -> SeedRLError:
+    """One line per problem; unknown keys list the valid keys of their section."""
+    msgs = []
+    for err in exc.errors():
+        loc = ".".join(str(x) for x in err["loc"])
+        if err["type"] == "extra_forbidden":
+            section: Any = cls
+            for part in err["loc"][:-1]:
+                section = section.model_fields[str(part)].annotation
+            valid = ", ".join(getattr(section, "model_fields", {}))
+            msgs.append(f"unknown config key {loc!r}; valid keys here: {valid}")
+        else:
+            msgs.append(f"config key {loc!r}: {err['msg']}")
+    return SeedRLError("; ".join(msgs))
+
+
+def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: list[str] | None = None):
+    """Read a YAML preset (or defaults), apply ``key=value`` overrides, validate."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.exists():
+            presets = sorted(x.name for x in Path("configs").glob("*.yaml")) if Path("configs").is_dir() else []
+            raise SeedRLError(f"config {str(path)!r} not found; presets in configs/: {', '.join(presets) or 'none'}")
+        data = yaml.safe_load(p.read_text()) or {}
+    for key, value in parse_overrides(overrides):
+        _set_path(data, key, value)
+    try:
+        return cls.model_validate(data)
+    except ValidationError as exc:
+        raise _explain(exc, cls) from None
+
+
+def save_config(cfg: BaseModel, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
