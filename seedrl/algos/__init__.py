@@ -1,0 +1,27 @@
+"""Pure tensor functions for GRPO / SEED: advantages and token-level losses."""
+
+from __future__ import annotations
+
+from seedrl.algos.advantages import broadcast_to_tokens, grpo_advantages, invalid_action_penalty
+from seedrl.algos.losses import (
+    entropy_from_logits,
+    kl_k3,
+    masked_sum,
+    opd_loss,
+    ppo_clip_loss,
+    token_logprobs,
+    token_mean,
+)
+
+__all__ = [
+    "broadcast_to_tokens",
+    "entropy_from_logits",
+    "grpo_advantages",
+    "invalid_action_penalty",
+    "kl_k3",
+    "masked_sum",
+    "opd_loss",
+    "ppo_clip_loss",
+    "token_logprobs",
+    "token_mean",
+]

@@ -1,0 +1,208 @@
+"""Token-level policy losses: PPO clip (dual clip), k3 KL, entropy, SEED OPD.
+
+Shapes: ``B`` samples (one per environment step), ``T`` response tokens, ``V``
+vocabulary. ``mask`` is the response mask (1 on generated tokens, 0 on prompt and
+padding). Values at ``mask == 0`` never influence a loss or a statistic, even
+when they are huge. Semantics follow verl ``core_algos.py``
+(``compute_policy_loss``, ``kl_penalty(..., "low_var_kl")``) and SEED
+``compute_opd_loss``.
+
+Aggregation is token-mean: ``sum(x * mask) / denom``. By default ``denom`` is the
+number of masked tokens of the tensor passed in; a trainer that accumulates
+gradients over micro-batches should pass ``denom`` = the token count of the whole
+mini-batch, so that the sum of the micro-batch losses equals the mini-batch
+token-mean exactly.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "masked_sum",
+    "token_mean",
+    "ppo_clip_loss",
+    "kl_k3",
+    "entropy_from_logits",
+    "token_logprobs",
+    "opd_loss",
+]
+
+_LOG_RATIO_CLAMP = 20.0
+_KL_CLAMP = 10.0
+
+
+def masked_sum(x: Tensor, mask: Tensor) -> Tensor:
+    """Scalar ``sum(x * mask)``; entries where ``mask == 0`` are dropped, not multiplied
+    (so inf/garbage there cannot leak in). ``x`` and ``mask`` broadcast, e.g. ``[B, T]``."""
+    kept = torch.where(mask != 0, x * mask.to(x.dtype), torch.zeros((), dtype=x.dtype, device=x.device))
+    return kept.sum()
+
+
+def _denominator(mask: Tensor, denom: float | Tensor | None, like: Tensor) -> Tensor:
+    if denom is None:
+        d = mask.sum()
+    else:
+        d = torch.as_tensor(denom)
+    return d.to(dtype=like.dtype, device=like.device).clamp(min=1)
+
+
+def token_mean(x: Tensor, mask: Tensor, denom: float | Tensor | None = None) -> Tensor:
+    """Scalar token-mean ``sum(x * mask) / denom``.
+
+    Args:
+        x: ``[B, T]`` values.
+        mask: ``[B, T]`` 0/1 mask (bool, int or float).
+        denom: divisor. ``None`` -> ``mask.sum()``. Pass the mini-batch token count
+            to make micro-batch gradient accumulation exact. Any divisor below 1 is
+            raised to 1 (token counts are integers, so this only matters when the
+            mask is empty: the result is then 0, not NaN).
+    """
+    return masked_sum(x, mask) / _denominator(mask, denom, x)
+
+
+def ppo_clip_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    adv: Tensor,
+    mask: Tensor,
+    clip_ratio: float = 0.2,
+    clip_ratio_low: float | None = None,
+    clip_ratio_high: float | None = None,
+    dual_clip_c: float | None = 3.0,
+    denom: float | Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """PPO clipped surrogate with dual clip (verl ``compute_policy_loss``), token-mean.
+
+    With ``r = exp(clamp(logp - old_logp, -20, 20))``::
+
+        pg1 = -A * r
+        pg2 = -A * clip(r, 1 - low, 1 + high)
+        L   = max(pg1, pg2)                   if A >= 0
+        L   = min(max(pg1, pg2), -c * A)      if A <  0   (dual clip)
+
+    e.g. ``A > 0, r = 2`` gives ``-1.2 A``; ``A < 0, r`` huge gives ``-c A = c |A|``.
+
+    Args:
+        logp: ``[B, T]`` current-policy log-probs of the sampled tokens (with grad).
+        old_logp: ``[B, T]`` rollout-policy log-probs (treated as constants).
+        adv: ``[B, T]`` advantages, already broadcast to tokens.
+        mask: ``[B, T]`` response mask.
+        clip_ratio: default for both clip ranges.
+        clip_ratio_low, clip_ratio_high: asymmetric ranges (default ``clip_ratio``).
+        dual_clip_c: dual-clip constant ``c > 1``; ``None`` disables dual clip.
+        denom: token-mean divisor (see :func:`token_mean`).
+
+    Returns:
+        ``(loss, stats)``: scalar loss and detached scalar stats, each a masked mean
+        over this call's tokens (independent of ``denom``): ``clipfrac`` (pg2 > pg1),
+        ``clipfrac_lower`` (dual clip active: ``A < 0`` and ``max(pg1, pg2) > -c A``),
+        ``approx_kl`` (mean of ``old_logp - logp``, verl ``ppo_kl``), ``ratio_mean``.
+    """
+    low = clip_ratio if clip_ratio_low is None else clip_ratio_low
+    high = clip_ratio if clip_ratio_high is None else clip_ratio_high
+    adv = adv.detach()
+    log_ratio = (logp - old_logp.detach()).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)
+    pg1 = -adv * ratio
+    pg2 = -adv * ratio.clamp(1.0 - low, 1.0 + high)
+    clipped = torch.maximum(pg1, pg2)
+    if dual_clip_c is not None:
+        pg3 = -adv * dual_clip_c
+        per_token = torch.where(adv < 0, torch.minimum(clipped, pg3), clipped)
+        lower = (clipped > pg3) & (adv < 0)
+    else:
+        per_token = clipped
+        lower = torch.zeros_like(adv, dtype=torch.bool)
+    loss = token_mean(per_token, mask, denom)
+    with torch.no_grad():
+        stats = {
+            "clipfrac": token_mean((pg2 > pg1).to(logp.dtype), mask),
+            "clipfrac_lower": token_mean(lower.to(logp.dtype), mask),
+            "approx_kl": token_mean(-log_ratio, mask),
+            "ratio_mean": token_mean(ratio, mask),
+        }
+    return loss, {k: v.detach() for k, v in stats.items()}
+
+
+def kl_k3(logp: Tensor, ref_logp: Tensor) -> Tensor:
+    """Per-token low-variance KL estimate k3 (verl ``kl_penalty(..., "low_var_kl")``).
+
+    ``d = clamp(ref_logp - logp, -20, 20)``; returns ``clamp(exp(d) - d - 1, -10, 10)``.
+    Shapes ``[B, T]`` -> ``[B, T]``; aggregate with :func:`token_mean`.
+    """
+    d = (ref_logp - logp).clamp(-_LOG_RATIO_CLAMP, _LOG_RATIO_CLAMP)
+    return (torch.exp(d) - d - 1.0).clamp(-_KL_CLAMP, _KL_CLAMP)
+
+
+def _compute_dtype(x: Tensor) -> torch.dtype:
+    return torch.promote_types(x.dtype, torch.float32)
+
+
+def entropy_from_logits(logits: Tensor) -> Tensor:
+    """Per-position entropy of ``softmax(logits)``: ``logsumexp(z) - sum(softmax(z) * z)``.
+
+    ``[B, T, V]`` -> ``[B, T]``. Half/bf16 inputs are computed (and returned) in
+    float32; float64 stays float64.
+    """
+    z = logits.to(_compute_dtype(logits))
+    p = torch.softmax(z, dim=-1)
+    return torch.logsumexp(z, dim=-1) - (p * z).sum(dim=-1)
+
+
+def token_logprobs(logits: Tensor, labels: Tensor) -> Tensor:
+    """Log-probability of ``labels`` under ``log_softmax(logits)``.
+
+    ``logits`` ``[B, T, V]``, ``labels`` ``[B, T]`` (int64) -> ``[B, T]``, computed as
+    ``z[label] - logsumexp(z)`` in at least float32 (no full log_softmax tensor is
+    built; half/bf16 logits are upcast once for the logsumexp).
+    """
+    dtype = _compute_dtype(logits)
+    picked = logits.gather(-1, labels.long().unsqueeze(-1)).squeeze(-1).to(dtype)
+    return picked - torch.logsumexp(logits.to(dtype), dim=-1)
+
+
+def opd_loss(
+    logp: Tensor,
+    teacher_logp: Tensor,
+    mask: Tensor,
+    beta: float = 5.0,
+    denom: float | Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """SEED on-policy distillation term (SEED/SDAR ``compute_opd_loss``), token-mean.
+
+    ``Delta = sg(teacher_logp - logp)``, ``g = sigmoid(beta * Delta)`` (detached),
+    per-token ``g * (sg(teacher_logp) - logp)``. The gradient w.r.t. ``logp`` is
+    ``-g / denom`` per masked token: a gate-weighted NLL on the sampled tokens that
+    pushes hardest where the skill-conditioned teacher is more confident than the
+    student. ``beta = 0`` gives the uniform gate 0.5 (GRPO+OPSD baseline).
+
+    Args:
+        logp: ``[B, T]`` current-policy log-probs of the sampled tokens (with grad).
+        teacher_logp: ``[B, T]`` log-probs of the same tokens under theta_old with the
+            skill in context (constant).
+        mask: ``[B, T]`` response mask x per-sample ``teacher_signal_mask``. Rows
+            without a skill are all zero: they add nothing and do not count in the
+            default denominator. With an explicit ``denom`` pass the number of OPD
+            signal tokens of the mini-batch (not the response-token count).
+        beta: gate sharpness (SEED: 5).
+        denom: token-mean divisor (see :func:`token_mean`).
+
+    Returns:
+        ``(loss, stats)``; stats are detached scalars over this call's masked tokens:
+        ``gate_mean``, ``delta_mean`` (mean of ``teacher_logp - logp``),
+        ``signal_tokens`` (mask sum). With an empty mask the loss is an exact 0
+        still attached to ``logp``'s graph (zero gradients, no NaN).
+    """
+    teacher = teacher_logp.detach()
+    delta = teacher - logp.detach()
+    gate = torch.sigmoid(beta * delta)
+    loss = token_mean(gate * (teacher - logp), mask, denom)
+    with torch.no_grad():
+        stats = {
+            "gate_mean": token_mean(gate, mask),
+            "delta_mean": token_mean(delta, mask),
+            "signal_tokens": (mask != 0).sum().to(logp.dtype),
+        }
+    return loss, stats
