@@ -1,0 +1,73 @@
+"""The environment protocol every seedrl environment implements.
+
+An environment instance plays one episode at a time on a task named by a panel task id:
+
+- ``reset(task_id) -> observation`` starts the episode. ``task_description`` is then the
+  text after "Your task is to:" in prompts.
+- ``step(action_text) -> (observation, reward, done, info)``; ``info`` holds at least
+  ``won`` (bool) and ``action_valid`` (bool: the env understood the action).
+- ``admissible_actions()`` lists the valid actions now, or ``None`` where the env has no list.
+- ``expert_action()`` is the next action of an expert (solver, walkthrough, planner), used for
+  demonstrations; ``None`` when none exists.
+- ``privileged_state()`` is a JSON-able dict of state the agent never sees (for oracle analysis).
+
+Rewards follow verl-agent: the episode reward is ``10 * won`` unless an env documents otherwise.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any
+
+WIN_REWARD = 10.0
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """How a panel split is generated: a name, a size, and env-specific parameters."""
+
+    name: str
+    size: int
+
+
+class Env(ABC):
+    """Base class of environments. Subclasses set ``name`` and implement the abstract methods."""
+
+    name: str = ""
+    #: how prompts name the environment ("You are an expert agent playing {title}.")
+    title: str = ""
+    #: splits -> default panel size; panels are built by :meth:`panel_task_ids`.
+    splits: dict[str, int] = {}
+
+    def __init__(self) -> None:
+        self.task_id: str | None = None
+        self.task_description: str = ""
+
+    # -- panels -------------------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def panel_task_ids(cls, split: str, size: int, **env_kwargs: Any) -> list[str]:
+        """The task ids of a split, a pure function of (split, size, env kwargs): no RNG state,
+        no worker count, no run seed."""
+
+    # -- episode ------------------------------------------------------------------------------
+    @abstractmethod
+    def reset(self, task_id: str) -> str:
+        """Start an episode on ``task_id``; return the first observation."""
+
+    @abstractmethod
+    def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+        """Apply an action; return (observation, reward, done, info with won/action_valid)."""
+
+    def admissible_actions(self) -> list[str] | None:
+        return None
+
+    def expert_action(self) -> str | None:
+        return None
+
+    def privileged_state(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        """Release resources (processes, files)."""
