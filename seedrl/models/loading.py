@@ -1,0 +1,117 @@
+"""Load any Hugging Face causal LM by name or path, or build a built-in tiny model from config.
+
+Built-in names (``tiny-*``) are Qwen2-architecture configs initialised from a seed with the
+tokenizer shipped in the package: no file is downloaded, ever. Anything else goes to
+``AutoModelForCausalLM.from_pretrained`` (a hub name or a local folder, e.g. an SFT output).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seedrl.errors import SeedRLError
+
+TINY_CONFIGS: dict[str, dict[str, int]] = {
+    # unit tests: a whole generate -> score -> update iteration in well under a second
+    "tiny-micro": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256),
+    "tiny-3m": dict(hidden_size=160, num_hidden_layers=6, num_attention_heads=5, intermediate_size=640),
+    "tiny-15m": dict(hidden_size=384, num_hidden_layers=8, num_attention_heads=6, intermediate_size=1024),
+}
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise SeedRLError(f"unknown dtype {name!r}; valid: {', '.join(DTYPES)}")
+    return DTYPES[name]
+
+
+def load_tokenizer(name_or_path: str):
+    """The tokenizer of a model; built-in names use the shipped one. Padding is on the left."""
+    from transformers import AutoTokenizer
+
+    from seedrl.models.tokenizer import ASSET_DIR
+
+    path = str(ASSET_DIR) if name_or_path in TINY_CONFIGS else name_or_path
+    if name_or_path in TINY_CONFIGS and not (ASSET_DIR / "tokenizer.json").exists():
+        raise SeedRLError(f"built-in tokenizer missing at {ASSET_DIR}; run `python -m seedrl.models.tokenizer`")
+    try:
+        tok = AutoTokenizer.from_pretrained(path)
+    except OSError as exc:
+        raise SeedRLError(f"cannot load tokenizer {name_or_path!r}: {str(exc).splitlines()[0]}; built-in "
+                          f"models: {', '.join(TINY_CONFIGS)}") from exc
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    if tok.chat_template is None:
+        from seedrl.models.tokenizer import CHATML_TEMPLATE
+
+        tok.chat_template = CHATML_TEMPLATE
+    return tok
+
+
+def tiny_config(name: str, tokenizer) -> Any:
+    from transformers import AutoConfig
+
+    spec = TINY_CONFIGS[name]
+    vocab = ((len(tokenizer) + 63) // 64) * 64
+    return AutoConfig.for_model(
+        "qwen2", vocab_size=vocab, num_key_value_heads=spec["num_attention_heads"],
+        max_position_embeddings=4096, tie_word_embeddings=True, rope_theta=10000.0,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
+        attention_dropout=0.0, **spec,
+    )
+
+
+def load_model(
+    name_or_path: str,
+    dtype: str = "float32",
+    device: str = "cpu",
+    lora: dict[str, Any] | None = None,
+    init_seed: int = 0,
+    tokenizer=None,
+):
+    """Return a causal LM on ``device`` in ``dtype``, optionally wrapped with a peft LoRA adapter.
+
+    ``tiny-*`` names build a fresh model whose weights depend only on ``init_seed``.
+    ``lora`` is a dict of ``peft.LoraConfig`` fields (e.g. ``{"r": 8, "lora_alpha": 16}``);
+    target modules default to every linear layer.
+    """
+    from transformers import AutoModelForCausalLM
+
+    torch_dtype = resolve_dtype(dtype)
+    if name_or_path in TINY_CONFIGS:
+        tokenizer = tokenizer or load_tokenizer(name_or_path)
+        with torch.random.fork_rng(devices=[]):  # the init seed must not disturb the run's RNG
+            torch.manual_seed(init_seed)
+            model = AutoModelForCausalLM.from_config(tiny_config(name_or_path, tokenizer))
+        model = model.to(dtype=torch_dtype)
+    else:
+        if not Path(name_or_path).exists() and "/" not in name_or_path:
+            raise SeedRLError(f"model {name_or_path!r} is neither a local folder, a hub name nor a built-in "
+                              f"model; built-in: {', '.join(TINY_CONFIGS)}")
+        try:
+            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype)
+        except OSError as exc:
+            raise SeedRLError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from exc
+    model.to(device)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        cfg = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": "all-linear", **lora}
+        model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **cfg))
+    model.generation_config.pad_token_id = model.config.pad_token_id
+    return model
+
+
+def save_model(model, tokenizer, path: str | Path) -> None:
+    """Save as a plain HF folder (LoRA adapters merged), loadable by ``load_model(path)``."""
+    if hasattr(model, "merge_and_unload"):
+        import copy
+
+        model = copy.deepcopy(model).merge_and_unload()
+    model.save_pretrained(str(path), safe_serialization=True)
+    tokenizer.save_pretrained(str(path))

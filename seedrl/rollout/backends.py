@@ -1,0 +1,170 @@
+"""Generation backends: turn a batch of prompt token ids into sampled responses with log-probs.
+
+The Hugging Face backend calls ``model.generate`` once per batch (left padding, KV cache) and
+records, for every sampled token, its log-prob under the *untempered* policy (temperature 1,
+no top-p), which is what the PPO ratio needs. Other backends (vLLM, an OpenAI-compatible server)
+implement the same two methods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+
+from seedrl.errors import SeedRLError, unknown_name
+
+
+@dataclass
+class SamplingParams:
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    top_p: float = 1.0
+    greedy: bool = False
+    stop: list[str] = field(default_factory=lambda: ["</action>"])
+
+
+@dataclass
+class Generation:
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+    finish_reason: str  # "stop" (stop string), "eos", or "length"
+
+
+class GenerationBackend(Protocol):
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> list[Generation]:
+        """Sample one response per prompt; deterministic for a given ``seed`` on CPU."""
+
+    def sync_weights(self, model) -> None:
+        """Make the next ``generate`` use ``model``'s current weights."""
+
+
+class _RecordLogprobs:
+    """A logits processor placed *before* temperature/top-p: it sees the raw logits of step t and,
+    at step t+1, reads which token was sampled, so it stores one [B, V] row at a time."""
+
+    def __init__(self) -> None:
+        self.prev: torch.Tensor | None = None
+        self.logprobs: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.prev is not None:
+            self.logprobs.append(self.prev.gather(-1, input_ids[:, -1:]).squeeze(-1))
+        self.prev = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, last_tokens: torch.Tensor) -> torch.Tensor:
+        """[B, T_new] log-probs once generation is over (``last_tokens``: the final column)."""
+        if self.prev is not None:
+            self.logprobs.append(self.prev.gather(-1, last_tokens[:, None]).squeeze(-1))
+            self.prev = None
+        return torch.stack(self.logprobs, dim=1) if self.logprobs else torch.zeros(len(last_tokens), 0)
+
+
+class HFBackend:
+    """``transformers`` generate on CPU or CUDA, sharing the policy's weights (no sync needed)."""
+
+    def __init__(self, model, tokenizer) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.pad_id = tokenizer.pad_token_id
+        self.eos_ids = {tokenizer.eos_token_id}
+        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        if gen_eos is not None:
+            self.eos_ids |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos])
+        self.eos_ids.discard(None)
+        self._token_text: dict[int, str] = {}
+
+    def sync_weights(self, model) -> None:
+        self.model = model
+
+    def _piece(self, tid: int) -> str:
+        if tid not in self._token_text:
+            self._token_text[tid] = self.tokenizer.decode([tid])
+        return self._token_text[tid]
+
+    def _cut(self, ids: list[int], stop: list[str]) -> tuple[int, str]:
+        """Length of the real response: through the first EOS or the token completing a stop string."""
+        text = ""
+        for i, tid in enumerate(ids):
+            if tid in self.eos_ids:
+                return i + 1, "eos"
+            text += self._piece(tid)
+            if stop and any(s in text[-(len(s) + 16):] for s in stop):
+                return i + 1, "stop"
+        return len(ids), "length"
+
+    @torch.no_grad()
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> list[Generation]:
+        from transformers import (LogitsProcessorList, StoppingCriteria, StoppingCriteriaList,
+                                  TemperatureLogitsWarper, TopPLogitsWarper)
+
+        if not prompts:
+            return []
+        device = next(self.model.parameters()).device
+        width = max(len(p) for p in prompts)
+        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            input_ids[i, width - len(p):] = torch.tensor(p)
+            attention[i, width - len(p):] = 1
+        recorder = _RecordLogprobs()
+        processors = [recorder]
+        if not params.greedy:
+            if params.temperature <= 0:
+                raise SeedRLError("temperature must be > 0 when sampling; set greedy for argmax decoding")
+            if params.temperature != 1.0:
+                processors.append(TemperatureLogitsWarper(params.temperature))
+            if params.top_p < 1.0:
+                processors.append(TopPLogitsWarper(params.top_p))
+        stop = list(params.stop)
+        outer = self
+
+        class _StopStrings(StoppingCriteria):  # per-row: done at EOS or once a stop string appears
+            def __init__(self) -> None:
+                self.text = [""] * len(prompts)
+
+            def __call__(self, ids: torch.Tensor, scores, **kw) -> torch.Tensor:
+                done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+                for r, tid in enumerate(ids[:, -1].tolist()):
+                    self.text[r] = (self.text[r] + outer._piece(tid))[-64:]
+                    done[r] = any(s in self.text[r] for s in stop)
+                return done
+
+        was_training = self.model.training
+        self.model.eval()
+        devices = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(seed)
+            out = self.model.generate(
+                input_ids=input_ids.to(device), attention_mask=attention.to(device),
+                do_sample=not params.greedy, temperature=1.0, top_p=1.0, top_k=0,
+                max_new_tokens=params.max_new_tokens, logits_processor=LogitsProcessorList(processors),
+                stopping_criteria=StoppingCriteriaList([_StopStrings()]) if stop else None,
+                pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
+                return_dict_in_generate=True,
+            )
+        if was_training:
+            self.model.train()
+        new = out.sequences[:, width:].cpu()
+        logps = recorder.finish(out.sequences[:, -1]).cpu()
+        results = []
+        for r in range(len(prompts)):
+            ids = new[r].tolist()
+            n, reason = self._cut(ids, stop)
+            ids = ids[:n]
+            results.append(Generation(ids, logps[r, :n].tolist(), self.tokenizer.decode(ids), reason))
+        return results
+
+
+BACKENDS = ("hf",)
+
+
+def make_backend(name: str, model, tokenizer) -> GenerationBackend:
+    if name == "hf":
+        return HFBackend(model, tokenizer)
+    if name == "vllm":
+        raise SeedRLError("the vllm backend is not implemented yet; use backend=hf")
+    raise unknown_name("generation backend", name, BACKENDS)

@@ -1,0 +1,52 @@
+"""What a rollout produces: trajectories made of step samples with exact token ids."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class StepSample:
+    """One environment step = one training sample.
+
+    ``prompt_ids`` and ``response_ids`` are the exact tokens the generator saw and produced; they
+    are never re-tokenised on the way to the loss. ``logprobs[i]`` is the generator's log-prob
+    (temperature 1, before top-p) of ``response_ids[i]``.
+    """
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    traj_id: int
+    group_id: int
+    step: int
+    reward: float
+    action_valid: bool
+    messages: list[dict[str, str]] = field(default_factory=list)
+    response_text: str = ""
+    observation: str = ""
+    action: str | None = None
+
+
+@dataclass
+class Trajectory:
+    """One episode. ``group_id`` is shared by the ``group_size`` episodes of the same task."""
+
+    traj_id: int
+    group_id: int
+    task_id: str
+    task_description: str = ""
+    steps: list[StepSample] = field(default_factory=list)
+    won: bool = False
+    truncated: bool = False
+    error: str | None = None
+    privileged_state: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def episode_reward(self) -> float:
+        return float(sum(s.reward for s in self.steps))
+
+    @property
+    def num_invalid(self) -> int:
+        return sum(not s.action_valid for s in self.steps)
