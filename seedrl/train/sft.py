@@ -1,0 +1,198 @@
+"""Supervised fine-tuning: a warm start on expert demonstrations, or on any (prompt, response) JSONL.
+
+Expert demonstrations are played with the same step prompts as RL. With ``demo_noise`` > 0 the
+player sometimes executes a random admissible action, while the label stays the expert's action
+for the state it is in: the demonstrations then cover the recoveries a learner needs after its
+own mistakes (DAgger-style), not only the expert's narrow path.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seedrl.agent.prompts import HistoryItem, build_step_prompt, format_response, step_messages
+from seedrl.algos import token_mean
+from seedrl.config import SFTConfig, save_config
+from seedrl.envs.panels import build_panel
+from seedrl.envs.registry import env_class, make_env
+from seedrl.errors import SeedRLError
+from seedrl.models.loading import load_model, load_tokenizer, save_model
+from seedrl.rollout.runner import encode_messages
+from seedrl.train.batching import forward_logprobs, pack
+
+log = logging.getLogger(__name__)
+
+
+def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: list[str], *, max_steps: int,
+                          history_length: int, noise: float, seed: int) -> list[dict[str, Any]]:
+    """(messages, response) pairs from expert play; the label is always the expert's action."""
+    rng = random.Random(seed)
+    env = make_env(env_name, **env_kwargs)
+    title = env_class(env_name).title or env_name
+    rows: list[dict[str, Any]] = []
+    try:
+        for task_id in task_ids:
+            obs = env.reset(task_id)
+            history: list[HistoryItem] = []
+            for step in range(max_steps):
+                expert = env.expert_action()
+                if expert is None:
+                    break
+                text = build_step_prompt(title, env.task_description, obs, history, step, history_length,
+                                         env.admissible_actions())
+                rows.append({"messages": step_messages(text), "response": format_response(expert),
+                             "task_id": task_id, "step": step})
+                action = expert
+                admissible = env.admissible_actions()
+                if noise > 0 and admissible and rng.random() < noise:
+                    action = rng.choice(admissible)
+                history.append(HistoryItem(obs, action))
+                obs, _, done, _ = env.step(action)
+                if done:
+                    break
+    finally:
+        env.close()
+    return rows
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    p = Path(path)
+    if not p.exists():
+        raise SeedRLError(f"SFT data {str(path)!r} not found")
+    rows = []
+    for n, line in enumerate(p.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        if "response" not in row or not ("messages" in row or "prompt" in row):
+            raise SeedRLError(f"{path}:{n}: each line needs 'response' and 'messages' or 'prompt'")
+        if "messages" not in row:
+            row["messages"] = step_messages(row["prompt"])
+        rows.append(row)
+    return rows
+
+
+def tokenize_pairs(tokenizer, rows: list[dict[str, Any]], max_tokens: int) -> list[tuple[list[int], list[int]]]:
+    pairs = []
+    for r in rows:
+        p = encode_messages(tokenizer, r["messages"])
+        resp = tokenizer(r["response"], add_special_tokens=False)["input_ids"]
+        if len(p) + len(resp) > max_tokens:
+            p = p[-(max_tokens - len(resp)):]
+        pairs.append((p, resp))
+    return pairs
+
+
+def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epochs: int, lr: float,
+              batch_size: int, micro_batch_size: int, weight_decay: float = 0.0, grad_clip: float = 1.0,
+              warmup_steps: int = 0, seed: int = 0, autocast: bool = False,
+              on_step=None) -> list[float]:
+    """Token-mean NLL of the response tokens; returns the loss of every optimizer step."""
+    device = next(model.parameters()).device
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    total = epochs * math.ceil(len(pairs) / batch_size)
+
+    def schedule(s: int) -> float:  # linear warmup, cosine decay to 10%
+        if s < warmup_steps:
+            return (s + 1) / warmup_steps
+        frac = (s - warmup_steps) / max(1, total - warmup_steps)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    g = torch.Generator().manual_seed(seed)
+    losses = []
+    model.train()
+    for _ in range(epochs):
+        perm = torch.randperm(len(pairs), generator=g).tolist()
+        for s in range(0, len(perm), batch_size):
+            idx = perm[s:s + batch_size]
+            denom = float(sum(len(pairs[i][1]) for i in idx))
+            opt.zero_grad(set_to_none=True)
+            total_loss = 0.0
+            for m in range(0, len(idx), micro_batch_size):
+                mi = idx[m:m + micro_batch_size]
+                b = pack([pairs[i][0] for i in mi], [pairs[i][1] for i in mi], tokenizer.pad_token_id, device)
+                logp, _ = forward_logprobs(model, b, autocast=autocast)
+                loss = token_mean(-logp, b.response_mask, denom)
+                loss.backward()
+                total_loss += float(loss)
+            torch.nn.utils.clip_grad_norm_(params, grad_clip)
+            opt.step()
+            sched.step()
+            losses.append(total_loss)
+            if on_step is not None:
+                on_step(len(losses), total, total_loss)
+    return losses
+
+
+def run_sft(cfg: SFTConfig, eval_before: bool = False) -> dict[str, Any]:
+    """Build the data, fine-tune, save ``run_dir/model``; evaluate on the eval panel if asked."""
+    from rich.progress import Progress
+
+    from seedrl.eval.evaluate import evaluate
+    from seedrl.rollout.backends import HFBackend
+
+    if cfg.torch_threads:
+        torch.set_num_threads(cfg.torch_threads)
+    run_dir = Path(cfg.run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir / "config.yaml")
+    torch.manual_seed(cfg.seed)
+    m, e = cfg.model, cfg.env
+    tok = load_tokenizer(m.name)
+    model = load_model(m.name, m.dtype, m.device, m.lora, m.init_seed, tokenizer=tok)
+    t0 = time.perf_counter()
+    if cfg.data:
+        rows = read_jsonl(cfg.data)
+        source = cfg.data
+    else:
+        panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
+        rows = expert_demonstrations(e.name, e.kwargs, list(panel.task_ids[:cfg.demo_tasks]), max_steps=e.max_steps,
+                                     history_length=e.history_length, noise=cfg.demo_noise, seed=cfg.seed)
+        source = f"expert demonstrations on {e.name}/{e.train_split} (panel {panel.hash})"
+    if not rows:
+        raise SeedRLError("no SFT examples (the expert produced no actions?)")
+    pairs = tokenize_pairs(tok, rows, cfg.max_seq_tokens)
+    summary: dict[str, Any] = {"examples": len(pairs), "source": source, "data_seconds": time.perf_counter() - t0}
+
+    def run_eval(tag: str) -> dict[str, Any]:
+        panel = build_panel(e.name, cfg.eval.split, None, **e.kwargs)
+        res = evaluate(HFBackend(model, tok), tok, panel, max_steps=cfg.eval.max_steps or e.max_steps,
+                       history_length=e.history_length, max_new_tokens=64, greedy=cfg.eval.greedy,
+                       temperature=cfg.eval.temperature, batch_size=cfg.eval.batch_size, seed=cfg.seed,
+                       num_tasks=cfg.eval.num_tasks)
+        (run_dir / f"eval_{tag}.json").write_text(json.dumps(res, indent=1))
+        return res
+
+    if eval_before and cfg.eval.num_tasks != 0:
+        summary["eval_before"] = run_eval("before")
+    t0 = time.perf_counter()
+    with Progress() as prog:
+        task = prog.add_task("sft", total=None)
+
+        def on_step(i: int, total: int, loss: float) -> None:
+            prog.update(task, completed=i, total=total, description=f"sft loss={loss:.3f}")
+
+        losses = sft_train(model, tok, pairs, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size,
+                           micro_batch_size=cfg.micro_batch_size, weight_decay=cfg.weight_decay,
+                           grad_clip=cfg.grad_clip, warmup_steps=cfg.warmup_steps, seed=cfg.seed,
+                           autocast=m.autocast_bf16, on_step=on_step)
+    summary |= {"steps": len(losses), "loss_first": losses[0], "loss_last": losses[-1],
+                "train_seconds": time.perf_counter() - t0}
+    save_model(model, tok, run_dir / "model")
+    if cfg.eval.num_tasks != 0:
+        summary["eval_after"] = run_eval("after")
+    with (run_dir / "sft_losses.jsonl").open("w") as f:
+        for i, loss in enumerate(losses, 1):
+            f.write(json.dumps({"step": i, "loss": loss}) + "\n")
+    (run_dir / "summary.json").write_text(json.dumps({k: v for k, v in summary.items()}, indent=1, default=str))
+    return summary

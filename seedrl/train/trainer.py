@@ -1,0 +1,332 @@
+"""The RL loop shared by every method. It reads like the algorithm:
+
+    rollout -> old log-probs -> reference log-probs -> advantages -> PPO epochs -> eval -> checkpoint
+
+Each stage is named and timed (``time/<stage>`` in the metrics). A method is a configuration of
+this loop (``algo.*``), never a copy of it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from seedrl.algos import grpo_advantages, invalid_action_penalty, kl_k3, ppo_clip_loss, token_mean
+from seedrl.config import TrainConfig, save_config
+from seedrl.envs.panels import Panel, build_panel
+from seedrl.envs.registry import env_class, make_env
+from seedrl.errors import SeedRLError
+from seedrl.eval.evaluate import evaluate
+from seedrl.models.loading import load_model, load_tokenizer
+from seedrl.rollout.backends import SamplingParams, make_backend
+from seedrl.rollout.runner import RolloutSettings, rollout
+from seedrl.rollout.types import StepSample, Trajectory
+from seedrl.train.batching import batched_logprobs, forward_logprobs, pack, right_align
+from seedrl.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
+from seedrl.train.logger import MetricsLogger
+
+log = logging.getLogger(__name__)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class Trainer:
+    def __init__(self, cfg: TrainConfig, resume: bool = False) -> None:
+        self.cfg = cfg
+        if cfg.torch_threads:
+            torch.set_num_threads(cfg.torch_threads)
+        self.run_dir = Path(cfg.run_dir)
+        self.ckpt_dir = self.run_dir / "checkpoints"
+        if not resume and latest_checkpoint(self.ckpt_dir) is not None:
+            raise SeedRLError(f"{self.run_dir} already holds checkpoints; pass --resume to continue it "
+                              f"or choose another run_dir")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        save_config(cfg, self.run_dir / "config.yaml")
+        seed_everything(cfg.seed)
+        self.device = torch.device(cfg.model.device)
+
+        m = cfg.model
+        self.tokenizer = load_tokenizer(m.name)
+        self.model = load_model(m.name, m.dtype, m.device, m.lora, m.init_seed, tokenizer=self.tokenizer)
+        if m.gradient_checkpointing:
+            self.model.gradient_checkpointing_enable()
+        self.ref_model = None
+        if cfg.algo.kl_coef > 0 and not m.lora:  # LoRA: the reference is the base with adapters off
+            self.ref_model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=self.tokenizer)
+            self.ref_model.requires_grad_(False).eval()
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.AdamW(params, lr=cfg.optim.lr, weight_decay=cfg.optim.weight_decay)
+        warm = max(0, cfg.optim.warmup_steps)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+        self.backend = make_backend(cfg.rollout.backend, self.model, self.tokenizer)
+
+        e = cfg.env
+        self.env_title = env_class(e.name).title or e.name
+        self.train_panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
+        self.eval_panel = build_panel(e.name, cfg.eval.split, None, **e.kwargs)
+        self.train_panel.save(self.run_dir / "panel_train.json")
+        self.eval_panel.save(self.run_dir / f"panel_{cfg.eval.split}.json")
+
+        self.iteration = 0
+        self.panel_position = 0
+        self.traj_counter = 0
+        self.logger = MetricsLogger(self.run_dir, cfg.log, resume=resume)
+        if resume:
+            ckpt = latest_checkpoint(self.ckpt_dir)
+            if ckpt is None:
+                log.warning("--resume: no checkpoint in %s; starting from scratch", self.ckpt_dir)
+            else:
+                state = load_trainer_state(ckpt, self.model, self.optimizer, self.scheduler)
+                if state.get("train_panel_hash") != self.train_panel.hash:
+                    raise SeedRLError(f"cannot resume: train panel changed ({state.get('train_panel_hash')} "
+                                      f"-> {self.train_panel.hash})")
+                self.iteration = state["iteration"]
+                self.panel_position = state["panel_position"]
+                self.traj_counter = state["traj_counter"]
+                self.logger.truncate_after(self.iteration)
+                log.info("resumed from %s at iteration %d", ckpt, self.iteration)
+
+    # ------------------------------------------------------------------ tasks
+    def next_tasks(self) -> list[str]:
+        """The next ``tasks_per_batch`` train tasks: the panel in a seeded order, reshuffled each epoch.
+
+        Depends only on (seed, panel_position), so a resumed run draws exactly the same tasks."""
+        n = len(self.train_panel)
+        out = []
+        for _ in range(self.cfg.rollout.tasks_per_batch):
+            epoch, idx = divmod(self.panel_position, n)
+            order = list(range(n))
+            random.Random(self.cfg.seed * 7919 + epoch).shuffle(order)
+            out.append(self.train_panel.task_ids[order[idx]])
+            self.panel_position += 1
+        return out
+
+    # ------------------------------------------------------------------ stages
+    def rollout_settings(self, greedy: bool = False) -> RolloutSettings:
+        c = self.cfg
+        return RolloutSettings(
+            env_title=self.env_title, max_steps=c.env.max_steps, history_length=c.env.history_length,
+            max_prompt_tokens=c.rollout.max_prompt_tokens, step_timeout_s=c.env.step_timeout_s,
+            env_workers=c.env.workers,
+            sampling=SamplingParams(max_new_tokens=c.rollout.max_new_tokens, temperature=c.rollout.temperature,
+                                    top_p=c.rollout.top_p, greedy=greedy))
+
+    def collect(self, timings: dict[str, float]) -> list[Trajectory]:
+        tasks = self.next_tasks()
+        e = self.cfg.env
+        trajs = rollout(self.backend, self.tokenizer, lambda: make_env(e.name, **e.kwargs), tasks,
+                        self.cfg.rollout.group_size, self.rollout_settings(),
+                        seed=self.cfg.seed * 100_003 + self.iteration, traj_offset=self.traj_counter,
+                        timings=timings)
+        self.traj_counter += len(trajs)
+        return trajs
+
+    def logprobs(self, model, samples: list[StepSample]) -> list[torch.Tensor]:
+        return batched_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
+                                self.tokenizer.pad_token_id, self.cfg.optim.micro_batch_size,
+                                autocast=self.cfg.model.autocast_bf16)
+
+    def reference_logprobs(self, samples: list[StepSample]) -> list[torch.Tensor] | None:
+        if self.cfg.algo.kl_coef <= 0:
+            return None
+        if self.ref_model is not None:
+            return self.logprobs(self.ref_model, samples)
+        with self.model.disable_adapter():
+            return self.logprobs(self.model, samples)
+
+    def advantages(self, trajs: list[Trajectory], samples: list[StepSample]) -> torch.Tensor:
+        """One GRPO advantage per step sample (the caller broadcasts it over response tokens)."""
+        a = self.cfg.algo
+        ep_reward = {t.traj_id: t.episode_reward for t in trajs}
+        traj_ids = sorted(ep_reward)
+        tindex = {tid: i for i, tid in enumerate(traj_ids)}
+        scores = invalid_action_penalty(
+            torch.tensor([ep_reward[s.traj_id] for s in samples], dtype=torch.float64),
+            torch.tensor([s.action_valid for s in samples]), a.invalid_penalty)
+        return grpo_advantages(scores, torch.tensor([s.group_id for s in samples]),
+                               torch.tensor([tindex[s.traj_id] for s in samples]), norm=a.adv_norm,
+                               stats=a.adv_stats).float()
+
+    def update(self, samples: list[StepSample], old_logp, ref_logp, adv: torch.Tensor) -> dict[str, float]:
+        """PPO epochs over shuffled mini-batches; micro-batches accumulate gradients.
+
+        Every micro-batch loss is divided by the response-token count of its whole mini-batch, so
+        accumulation gives exactly the update of one big batch (token-mean over the mini-batch)."""
+        c, o = self.cfg.algo, self.cfg.optim
+        self.model.train()
+        n = len(samples)
+        mb = o.mini_batch_size or n
+        g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.iteration)
+        sums: dict[str, float] = {}
+        steps = 0
+        for _epoch in range(o.ppo_epochs):
+            perm = torch.randperm(n, generator=g).tolist()
+            for start in range(0, n, mb):
+                idx = perm[start:start + mb]
+                denom = float(sum(len(samples[i].response_ids) for i in idx))
+                if denom == 0:
+                    continue
+                stats = self.minibatch_step(samples, idx, old_logp, ref_logp, adv, denom)
+                for k, v in stats.items():
+                    sums[k] = sums.get(k, 0.0) + v
+                steps += 1
+        return {k: v / max(1, steps) for k, v in sums.items()} | {"optim_steps": steps}
+
+    def minibatch_step(self, samples, idx, old_logp, ref_logp, adv, denom: float) -> dict[str, float]:
+        c, o = self.cfg.algo, self.cfg.optim
+        self.optimizer.zero_grad(set_to_none=True)
+        acc: dict[str, float] = {}
+        for s in range(0, len(idx), o.micro_batch_size):
+            mi = idx[s:s + o.micro_batch_size]
+            b = pack([samples[i].prompt_ids for i in mi], [samples[i].response_ids for i in mi],
+                     self.tokenizer.pad_token_id, self.device)
+            logp, ent = forward_logprobs(self.model, b, with_entropy=c.entropy_coef > 0,
+                                         autocast=self.cfg.model.autocast_bf16)
+            mask = b.response_mask
+            old = right_align([old_logp[i] for i in mi], b.width, self.device)
+            a = adv[mi].to(self.device)[:, None] * mask
+            pg, st = ppo_clip_loss(logp, old, a, mask, clip_ratio=c.clip_ratio, dual_clip_c=c.dual_clip_c,
+                                   denom=denom)
+            loss = pg
+            parts = {"loss/pg": pg.detach()}
+            if ent is not None:
+                e = token_mean(ent, mask, denom)
+                loss = loss - c.entropy_coef * e
+                parts["loss/entropy"] = e.detach()
+            if ref_logp is not None:
+                ref = right_align([ref_logp[i] for i in mi], b.width, self.device)
+                kl = token_mean(kl_k3(logp, ref), mask, denom)
+                loss = loss + c.kl_coef * kl
+                parts["loss/kl"] = kl.detach()
+            loss.backward()
+            w = mask.sum().item() / denom  # micro-batch share of the mini-batch, for stat averages
+            for k, v in parts.items():
+                acc[k] = acc.get(k, 0.0) + float(v)  # already divided by the mini-batch token count
+            for k, v in st.items():
+                acc[f"ppo/{k}"] = acc.get(f"ppo/{k}", 0.0) + float(v) * w
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        gn = torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.grad_clip)
+        acc["grad_norm"] = float(gn)
+        acc["lr"] = self.scheduler.get_last_lr()[0]
+        if torch.isfinite(gn):
+            self.optimizer.step()
+        else:
+            log.warning("non-finite gradient norm at iteration %d; skipping the step", self.iteration)
+            acc["skipped_steps"] = 1.0
+        self.scheduler.step()
+        return acc
+
+    # ------------------------------------------------------------------ loop
+    def run_eval(self, tag: str) -> dict[str, Any]:
+        c = self.cfg
+        res = evaluate(self.backend, self.tokenizer, self.eval_panel, max_steps=c.eval.max_steps or c.env.max_steps,
+                       history_length=c.env.history_length, max_new_tokens=c.rollout.max_new_tokens,
+                       max_prompt_tokens=c.rollout.max_prompt_tokens, greedy=c.eval.greedy,
+                       temperature=c.eval.temperature, batch_size=c.eval.batch_size, seed=c.seed,
+                       num_tasks=c.eval.num_tasks, step_timeout_s=c.env.step_timeout_s, env_workers=c.env.workers)
+        res["iteration"] = self.iteration
+        (self.run_dir / "eval").mkdir(exist_ok=True)
+        (self.run_dir / "eval" / f"{tag}.json").write_text(json.dumps(res, indent=1))
+        return res
+
+    def train_iteration(self) -> dict[str, Any]:
+        timings: dict[str, float] = {}
+
+        @contextmanager
+        def stage(name: str):
+            t0 = time.perf_counter()
+            yield
+            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+
+        rollout_t: dict[str, float] = {}
+        with stage("rollout"):
+            trajs = self.collect(rollout_t)
+        samples = [s for t in trajs for s in t.steps if s.response_ids]
+        if not samples:
+            raise SeedRLError("the rollout produced no step samples (every environment failed at reset?)")
+        with stage("old_logp"):
+            old_logp = self.logprobs(self.model, samples)
+        with stage("ref_logp"):
+            ref_logp = self.reference_logprobs(samples)
+        with stage("advantage"):
+            adv = self.advantages(trajs, samples)
+        with stage("update"):
+            upd = self.update(samples, old_logp, ref_logp, adv)
+        self.iteration += 1
+        metrics = rollout_metrics(trajs, samples, old_logp, adv) | upd
+        metrics |= {f"time/{k}": v for k, v in timings.items()}
+        metrics |= {f"time/rollout_{k}": v for k, v in rollout_t.items()}
+        metrics["iteration"] = self.iteration
+        return metrics
+
+    def save(self) -> None:
+        save_checkpoint(self.ckpt_dir, self.iteration, self.model, self.tokenizer, self.optimizer,
+                        {"panel_position": self.panel_position, "traj_counter": self.traj_counter,
+                         "train_panel_hash": self.train_panel.hash, "seed": self.cfg.seed},
+                        keep=self.cfg.keep_checkpoints, scheduler=self.scheduler)
+
+    def train(self, stop_after: int | None = None) -> dict[str, Any]:
+        """Run until ``cfg.iterations`` (or ``stop_after`` more iterations, for tests and preemption)."""
+        c = self.cfg
+        summary: dict[str, Any] = {}
+        if self.iteration == 0 and c.eval.num_tasks != 0:
+            with self.logger.timed("eval"):
+                summary["eval_before"] = self.run_eval("iter_000000")
+            self.logger.log_eval(summary["eval_before"])
+        target = c.iterations if stop_after is None else min(c.iterations, self.iteration + stop_after)
+        with self.logger.progress(total=c.iterations, start=self.iteration) as advance:
+            while self.iteration < target:
+                metrics = self.train_iteration()
+                if c.eval.every and self.iteration % c.eval.every == 0 and self.iteration < c.iterations:
+                    t0 = time.perf_counter()
+                    res = self.run_eval(f"iter_{self.iteration:06d}")
+                    metrics |= {"eval/success_rate": res["success_rate"], "time/eval": time.perf_counter() - t0}
+                if c.save_every and (self.iteration % c.save_every == 0 or self.iteration == c.iterations):
+                    t0 = time.perf_counter()
+                    self.save()
+                    metrics["time/checkpoint"] = time.perf_counter() - t0
+                self.logger.log(metrics)
+                advance(metrics)
+        if self.iteration >= c.iterations and c.eval.num_tasks != 0:
+            summary["eval_after"] = self.run_eval(f"iter_{self.iteration:06d}")
+            self.logger.log_eval(summary["eval_after"])
+        self.logger.close()
+        return summary
+
+
+def rollout_metrics(trajs: list[Trajectory], samples: list[StepSample], old_logp, adv: torch.Tensor) -> dict[str, Any]:
+    """What a dead or broken signal looks like: zero-advantage share, all-same groups, logp drift."""
+    n = max(1, len(trajs))
+    groups: dict[int, list[bool]] = {}
+    for t in trajs:
+        groups.setdefault(t.group_id, []).append(t.won)
+    resp_lens = [len(s.response_ids) for s in samples]
+    drift = [float((torch.tensor(s.logprobs) - lp).abs().mean()) for s, lp in zip(samples, old_logp) if len(lp)]
+    return {
+        "rollout/success_rate": sum(t.won for t in trajs) / n,
+        "rollout/episode_reward": sum(t.episode_reward for t in trajs) / n,
+        "rollout/steps": sum(len(t.steps) for t in trajs) / n,
+        "rollout/invalid_rate": sum(not s.action_valid for s in samples) / max(1, len(samples)),
+        "rollout/truncated": sum(t.truncated for t in trajs) / n,
+        "rollout/env_errors": sum(t.error is not None for t in trajs),
+        "rollout/response_tokens": sum(resp_lens) / max(1, len(resp_lens)),
+        "rollout/samples": len(samples),
+        "adv/mean": float(adv.mean()), "adv/std": float(adv.std()) if len(adv) > 1 else 0.0,
+        "adv/zero_frac": float((adv.abs() < 1e-8).float().mean()),
+        "adv/uniform_groups": sum(len(set(v)) == 1 for v in groups.values()) / max(1, len(groups)),
+        # generator log-probs vs the trainer's recomputation: > ~1e-3 means a prompt/position mismatch
+        "check/rollout_logp_drift": sum(drift) / max(1, len(drift)),
+    }
