@@ -432,3 +432,21 @@ def test_textworld_real_compiler_present() -> None:
     from seedrl.envs.textworld_env import check_inform7
 
     check_inform7()
+
+
+# Pinned content: if a change to the room generator or rendering alters what a task id means, this
+# fails. Then bump SokobanEnv.version (it enters the panel hash, so old and new results are never
+# compared as equal) and update the fingerprint.
+SOKOBAN_VALID_SEEN_FINGERPRINT = "863244d218ba92ab"
+
+
+def test_sokoban_task_content_is_pinned() -> None:
+    import hashlib
+
+    from seedrl.envs.sokoban import SokobanEnv
+
+    env = make_env("sokoban")
+    boards = [env.reset(t) for t in build_panel("sokoban", "valid_seen").task_ids]
+    digest = hashlib.sha256("\n".join(boards).encode()).hexdigest()[:16]
+    assert digest == SOKOBAN_VALID_SEEN_FINGERPRINT, f"rooms changed ({digest}); bump SokobanEnv.version " \
+                                                     f"(now {SokobanEnv.version}) and update the fingerprint"

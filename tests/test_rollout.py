@@ -125,3 +125,17 @@ def test_prompt_over_budget_drops_history_first(tiny_tokenizer):
     assert all(len(s.prompt_ids) <= longest - 1 for s in short[0].steps)
     last = tiny_tokenizer.decode(short[0].steps[-1].prompt_ids)
     assert "[Observation 1:" not in last and "[Observation 2:" in last  # the oldest pair went first
+
+
+def test_model_generation_defaults_do_not_bias_recorded_logprobs(tiny_model, tiny_tokenizer):
+    # Hub models ship sampling defaults (Qwen: top_k 20, temperature 0.7, repetition_penalty 1.05);
+    # the recorded log-probs must stay those of the plain policy the trainer recomputes.
+    gc = tiny_model.generation_config
+    gc.top_k, gc.temperature, gc.repetition_penalty, gc.do_sample = 2, 0.1, 3.0, True
+    backend = HFBackend(tiny_model, tiny_tokenizer)
+    prompts = [encode_messages(tiny_tokenizer, [{"role": "user", "content": f"room {i}"}]) for i in range(4)]
+    for greedy in (False, True):
+        gens = backend.generate(prompts, SamplingParams(max_new_tokens=8, greedy=greedy, temperature=0.7), seed=1)
+        lp = batched_logprobs(tiny_model, prompts, [g.token_ids for g in gens], tiny_tokenizer.pad_token_id, 4)
+        for g, x in zip(gens, lp):
+            torch.testing.assert_close(torch.tensor(g.logprobs), x, atol=1e-4, rtol=0)

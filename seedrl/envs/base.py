@@ -37,6 +37,9 @@ class Env(ABC):
     name: str = ""
     #: how prompts name the environment ("You are an expert agent playing {title}.")
     title: str = ""
+    #: bump when the task behind an id changes (generator, rules, rewards): it is part of the panel
+    #: hash, so results measured on different task content are never compared as equal
+    version: str = "1"
     #: splits -> default panel size; panels are built by :meth:`panel_task_ids`.
     splits: dict[str, int] = {}
 

@@ -24,13 +24,15 @@ class Panel:
     split: str
     task_ids: tuple[str, ...]
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    env_version: str = "1"
     version: int = PANEL_FORMAT
 
     @property
     def hash(self) -> str:
-        """sha256 over the env, split and ordered task ids (first 16 hex digits)."""
-        body = json.dumps({"env": self.env, "split": self.split, "task_ids": list(self.task_ids),
-                           "version": self.version}, sort_keys=True)
+        """sha256 over the env and its version, split, env kwargs and ordered task ids (16 hex digits)."""
+        body = json.dumps({"env": self.env, "env_version": self.env_version, "split": self.split,
+                           "task_ids": list(self.task_ids), "env_kwargs": self.env_kwargs,
+                           "version": self.version}, sort_keys=True, default=str)
         return hashlib.sha256(body.encode()).hexdigest()[:16]
 
     def __len__(self) -> int:
@@ -50,7 +52,8 @@ class Panel:
         d = json.loads(Path(path).read_text())
         expected = d.pop("hash", None)
         panel = cls(env=d["env"], split=d["split"], task_ids=tuple(d["task_ids"]),
-                    env_kwargs=d.get("env_kwargs", {}), version=d.get("version", PANEL_FORMAT))
+                    env_kwargs=d.get("env_kwargs", {}), env_version=d.get("env_version", "1"),
+                    version=d.get("version", PANEL_FORMAT))
         if expected is not None and expected != panel.hash:
             raise SeedRLError(f"panel manifest {path} is corrupt: hash {expected} != content {panel.hash}")
         return panel
@@ -63,4 +66,4 @@ def build_panel(env: str, split: str, size: int | None = None, **env_kwargs: Any
         raise unknown_name(f"split of {env}", split, list(cls.splits))
     n = cls.splits[split] if size is None else size
     ids = cls.panel_task_ids(split, n, **env_kwargs)
-    return Panel(env=env, split=split, task_ids=tuple(ids), env_kwargs=dict(env_kwargs))
+    return Panel(env=env, split=split, task_ids=tuple(ids), env_kwargs=dict(env_kwargs), env_version=cls.version)

@@ -386,10 +386,13 @@ class SokobanConfig:
     #: one space between cells keeps every cell its own token under BPE (``"#__"`` would otherwise
     #: merge and hide the columns), which small models need to read the board's geometry
     cell_sep: str = " "
+    #: also list the (row, col) of the player, boxes and targets under the board: an easier
+    #: reading of the same room, for tiny models that cannot yet locate symbols in a grid
+    coords: bool = False
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> SokobanConfig:
-        valid = {"dim", "num_boxes", "unseen_dim", "unseen_num_boxes", "cell_sep"}
+        valid = {"dim", "num_boxes", "unseen_dim", "unseen_num_boxes", "cell_sep", "coords"}
         for k in kwargs:
             if k not in valid:
                 raise unknown_name("sokoban env option", k, sorted(valid))
@@ -426,7 +429,7 @@ class SokobanEnv(Env):
     """Text Sokoban with a BFS expert and deadlock bookkeeping for oracle analysis."""
 
     name = "sokoban"
-    splits = {"train": 256, "valid_seen": 32, "valid_unseen": 32}
+    splits = {"train": 1024, "valid_seen": 128, "valid_unseen": 128}
 
     def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()
@@ -518,7 +521,13 @@ class SokobanEnv(Env):
         return self._state
 
     def _observation(self) -> str:
-        return "Current board:\n" + render(self._require_state(), self.config.cell_sep)
+        state = self._require_state()
+        text = "Current board:\n" + render(state, self.config.cell_sep)
+        if self.config.coords:
+            fmt = lambda ps: " ".join(f"({r},{c})" for r, c in sorted(ps))  # noqa: E731
+            text += (f"\nplayer {fmt([state.player])}; boxes {fmt(state.boxes)}; "
+                     f"targets {fmt(state.targets)}")
+        return text
 
     def _info(self, valid: bool, pushed: bool) -> dict[str, Any]:
         return {"won": self._won, "action_valid": valid, "pushed": pushed}

@@ -62,7 +62,12 @@ def tiny_config(name: str, tokenizer) -> Any:
         "qwen2", vocab_size=vocab, num_key_value_heads=spec["num_attention_heads"],
         max_position_embeddings=4096, tie_word_embeddings=True, rope_theta=10000.0,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=None,
-        attention_dropout=0.0, **spec,
+        attention_dropout=0.0,
+        # HF's default init (std 0.02) is tuned for widths in the thousands; at width 64-384 it leaves
+        # attention nearly uniform and a from-scratch model sits for hundreds of steps on the
+        # marginal action distribution, ignoring the prompt. std = width^-1/2 learns from the start
+        # (8 sokoban prompts memorised in ~20 steps instead of not at all in 150).
+        initializer_range=spec["hidden_size"] ** -0.5, **spec,
     )
 
 

@@ -98,8 +98,13 @@ class HFBackend:
 
     @torch.no_grad()
     def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> list[Generation]:
-        from transformers import (LogitsProcessorList, StoppingCriteria, StoppingCriteriaList,
-                                  TemperatureLogitsWarper, TopPLogitsWarper)
+        from transformers import (
+            LogitsProcessorList,
+            StoppingCriteria,
+            StoppingCriteriaList,
+            TemperatureLogitsWarper,
+            TopPLogitsWarper,
+        )
 
         if not prompts:
             return []
@@ -138,9 +143,13 @@ class HFBackend:
         devices = [device] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(seed)
+            # Explicit values override the model's generation_config (Qwen ships top_k=20,
+            # temperature 0.7, repetition_penalty 1.05): any processor HF adds would run before the
+            # recorder and bias the recorded log-probs. Temperature/top-p are ours, after it.
+            sampling = {"temperature": 1.0, "top_p": 1.0, "top_k": 0} if not params.greedy else {}
             out = self.model.generate(
                 input_ids=input_ids.to(device), attention_mask=attention.to(device),
-                do_sample=not params.greedy, temperature=1.0, top_p=1.0, top_k=0,
+                do_sample=not params.greedy, repetition_penalty=1.0, no_repeat_ngram_size=0, **sampling,
                 max_new_tokens=params.max_new_tokens, logits_processor=LogitsProcessorList(processors),
                 stopping_criteria=StoppingCriteriaList([_StopStrings()]) if stop else None,
                 pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),

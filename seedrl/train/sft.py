@@ -124,7 +124,7 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
                 logp, _ = forward_logprobs(model, b, autocast=autocast)
                 loss = token_mean(-logp, b.response_mask, denom)
                 loss.backward()
-                total_loss += float(loss)
+                total_loss += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
             opt.step()
             sched.step()

@@ -21,7 +21,7 @@ import torch
 
 from seedrl.algos import grpo_advantages, invalid_action_penalty, kl_k3, ppo_clip_loss, token_mean
 from seedrl.config import TrainConfig, save_config
-from seedrl.envs.panels import Panel, build_panel
+from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class, make_env
 from seedrl.errors import SeedRLError
 from seedrl.eval.evaluate import evaluate
@@ -165,7 +165,7 @@ class Trainer:
 
         Every micro-batch loss is divided by the response-token count of its whole mini-batch, so
         accumulation gives exactly the update of one big batch (token-mean over the mini-batch)."""
-        c, o = self.cfg.algo, self.cfg.optim
+        o = self.cfg.optim
         self.model.train()
         n = len(samples)
         mb = o.mini_batch_size or n

@@ -1,0 +1,89 @@
+"""Rollout throughput of the built-in tiny models on this machine.
+
+Measures, per model and batch size (= episodes played in lockstep), generated tokens per second
+and environment steps per second of a full multi-turn sokoban rollout with the HF backend, and
+the training-side cost of scoring the same samples (old log-probs). Prints a markdown table to
+paste into benchmarks/RESULTS.md together with the command, commit and machine line it prints.
+
+    python benchmarks/rollout_throughput.py [--models tiny-3m tiny-15m] [--batch-sizes 8 32 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import time
+
+import torch
+
+from seedrl.envs.panels import build_panel
+from seedrl.envs.registry import make_env
+from seedrl.models.loading import load_model, load_tokenizer
+from seedrl.rollout.backends import HFBackend, SamplingParams
+from seedrl.rollout.runner import RolloutSettings, rollout
+from seedrl.train.batching import batched_logprobs
+
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, torch {torch.__version__}, {torch.get_num_threads()} threads, " \
+           f"python {platform.python_version()}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", nargs="+", default=["tiny-3m", "tiny-15m"])
+    ap.add_argument("--batch-sizes", nargs="+", type=int, default=[8, 32, 64])
+    ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
+    ap.add_argument("--max-steps", type=int, default=5)
+    ap.add_argument("--max-new-tokens", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=2, help="best of N (the machine may be shared)")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print(f"command: python benchmarks/rollout_throughput.py --models {' '.join(args.models)} --batch-sizes "
+          f"{' '.join(map(str, args.batch_sizes))} --dtypes {' '.join(args.dtypes)} --threads {args.threads}")
+    print(f"commit: {commit}\nmachine: {machine()}\n")
+    print("| model | dtype | episodes | gen tokens/s | env steps/s | rollout s | score tokens/s |")
+    print("|---|---|---|---|---|---|---|")
+    panel = build_panel("sokoban", "train")
+    for name in args.models:
+        tok = load_tokenizer(name)
+        for dtype in args.dtypes:
+            model = load_model(name, dtype, tokenizer=tok)
+            backend = HFBackend(model, tok)
+            # untrained models rarely close </action>: every turn runs to max_new_tokens (a worst case)
+            settings = RolloutSettings(env_title="Sokoban", max_steps=args.max_steps, history_length=2,
+                                       sampling=SamplingParams(max_new_tokens=args.max_new_tokens))
+            for bs in args.batch_sizes:
+                best = None
+                for r in range(args.repeats):
+                    t0 = time.perf_counter()
+                    trajs = rollout(backend, tok, lambda: make_env("sokoban"), list(panel.task_ids[:bs]), 1,
+                                    settings, seed=r)
+                    dt = time.perf_counter() - t0
+                    samples = [s for t in trajs for s in t.steps]
+                    gen = sum(len(s.response_ids) for s in samples)
+                    t1 = time.perf_counter()
+                    batched_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
+                                     tok.pad_token_id, micro_batch_size=16)
+                    st = time.perf_counter() - t1
+                    scored = sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+                    row = (gen / dt, len(samples) / dt, dt, scored / st)
+                    best = row if best is None or row[0] > best[0] else best
+                print(f"| {name} | {dtype} | {bs} | {best[0]:.0f} | {best[1]:.1f} | {best[2]:.1f} | {best[3]:.0f} |",
+                      flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""The `seedrl` command."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from seedrl.errors import SeedRLError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Train LLM agents with RL on multi-turn environments (GRPO, SEED).")
+console = Console()
+SET_HELP = "Override a config key, e.g. --set optim.lr=1e-5 (repeatable)."
+
+
+def _fail(exc: Exception) -> None:
+    typer.echo(f"error: {exc}", err=True)  # one plain line, never wrapped
+    raise typer.Exit(2)
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("transformers", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+@app.command()
+def train(config: Path = typer.Option(..., "--config", "-c", help="YAML preset, e.g. configs/sokoban_grpo.yaml"),
+          set_: Optional[list[str]] = typer.Option(None, "--set", help=SET_HELP),
+          resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
+          verbose: bool = typer.Option(False, "--verbose", "-v")) -> None:
+    """RL training (rollout -> advantages -> PPO update -> eval -> checkpoint)."""
+    _setup_logging(verbose)
+    try:
+        from seedrl.config import TrainConfig, load_config
+        from seedrl.train.trainer import Trainer
+
+        cfg = load_config(TrainConfig, config, set_)
+        summary = Trainer(cfg, resume=resume).train()
+    except SeedRLError as exc:
+        _fail(exc)
+        return
+    for k in ("eval_before", "eval_after"):
+        if k in summary:
+            r = summary[k]
+            console.print(f"{k}: success {r['success_rate']:.3f} (95% CI {r['ci95'][0]:.3f}-{r['ci95'][1]:.3f}) "
+                          f"on {r['num_tasks']} tasks of {r['env']}/{r['split']} [panel {r['panel_hash']}]")
+    console.print(f"run folder: {cfg.run_dir}")
+
+
+@app.command()
+def sft(config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML SFT preset"),
+        data: Optional[Path] = typer.Option(None, "--data", help="JSONL of {messages|prompt, response}; "
+                                            "default: expert demonstrations from the env"),
+        set_: Optional[list[str]] = typer.Option(None, "--set", help=SET_HELP),
+        verbose: bool = typer.Option(False, "--verbose", "-v")) -> None:
+    """Supervised fine-tuning (warm start on expert demonstrations, or a JSONL dataset)."""
+    _setup_logging(verbose)
+    try:
+        from seedrl.config import SFTConfig, load_config
+        from seedrl.train.sft import run_sft
+
+        overrides = list(set_ or []) + ([f"data={data}"] if data else [])
+        cfg = load_config(SFTConfig, config, overrides)
+        summary = run_sft(cfg)
+    except SeedRLError as exc:
+        _fail(exc)
+        return
+    console.print(f"{summary['examples']} examples, {summary['steps']} steps, loss {summary['loss_first']:.3f} -> "
+                  f"{summary['loss_last']:.3f}; model saved to {cfg.run_dir}/model")
+    if "eval_after" in summary:
+        r = summary["eval_after"]
+        console.print(f"success {r['success_rate']:.3f} (95% CI {r['ci95'][0]:.3f}-{r['ci95'][1]:.3f}) on "
+                      f"{r['num_tasks']} tasks of {r['env']}/{r['split']}")
+
+
+@app.command("eval")
+def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder, a checkpoint folder, a model "
+                                         "folder, a hub name or a built-in model (tiny-3m)"),
+          env: Optional[str] = typer.Option(None, "--env", help="environment (default: the run's)"),
+          panel: str = typer.Option("valid_unseen", "--panel", help="train | valid_seen | valid_unseen"),
+          num_tasks: Optional[int] = typer.Option(None, "--num-tasks"),
+          max_steps: Optional[int] = typer.Option(None, "--max-steps"),
+          greedy: bool = typer.Option(True, "--greedy/--sample"),
+          temperature: float = typer.Option(0.4, "--temperature"),
+          seed: int = typer.Option(0, "--seed"),
+          device: str = typer.Option("cpu", "--device"),
+          dtype: str = typer.Option("float32", "--dtype"),
+          out: Optional[Path] = typer.Option(None, "--out", help="write the full result JSON here"),
+          verbose: bool = typer.Option(False, "--verbose", "-v")) -> None:
+    """Evaluate a model on a fixed panel (no skills, plain prompts)."""
+    _setup_logging(verbose)
+    try:
+        from seedrl.config import TrainConfig, load_config
+        from seedrl.envs.panels import build_panel
+        from seedrl.eval.evaluate import evaluate
+        from seedrl.models.loading import load_model, load_tokenizer
+        from seedrl.rollout.backends import HFBackend
+        from seedrl.train.checkpoint import latest_checkpoint
+
+        model_path, run_cfg = _resolve_checkpoint(checkpoint, latest_checkpoint, load_config, TrainConfig)
+        env_name = env or (run_cfg.env.name if run_cfg else None)
+        if env_name is None:
+            raise SeedRLError("--env is required when the checkpoint is not inside a run folder")
+        env_kwargs = run_cfg.env.kwargs if run_cfg and run_cfg.env.name == env_name else {}
+        steps = max_steps or (run_cfg.env.max_steps if run_cfg else 15)
+        hist = run_cfg.env.history_length if run_cfg else 2
+        tok = load_tokenizer(model_path)
+        model = load_model(model_path, dtype, device, tokenizer=tok)
+        p = build_panel(env_name, panel, None, **env_kwargs)
+        res = evaluate(HFBackend(model, tok), tok, p, max_steps=steps, history_length=hist,
+                       max_new_tokens=run_cfg.rollout.max_new_tokens if run_cfg else 64, greedy=greedy,
+                       temperature=temperature, seed=seed, num_tasks=num_tasks)
+    except SeedRLError as exc:
+        _fail(exc)
+        return
+    res["model"] = model_path
+    if out:
+        out.write_text(json.dumps(res, indent=1))
+    console.print(f"{env_name}/{panel} [panel {res['panel_hash']}]: success {res['success_rate']:.3f} "
+                  f"(95% CI {res['ci95'][0]:.3f}-{res['ci95'][1]:.3f}) over {res['num_tasks']} tasks, "
+                  f"invalid-action rate {res['invalid_rate']:.3f}")
+
+
+def _resolve_checkpoint(spec: str, latest_checkpoint, load_config, TrainConfig):
+    """Map a run folder / checkpoint folder / model folder / name to (model path, run config or None)."""
+    p = Path(spec)
+    run_cfg = None
+    if (p / "checkpoints").is_dir():  # a run folder
+        ck = latest_checkpoint(p / "checkpoints")
+        if ck is None:
+            raise SeedRLError(f"run folder {spec} has no complete checkpoint")
+        run_cfg = load_config(TrainConfig, p / "config.yaml")
+        return str(ck / "model"), run_cfg
+    if (p / "model").is_dir():  # a checkpoint folder
+        cfg_path = p.parent.parent / "config.yaml"
+        if cfg_path.exists():
+            run_cfg = load_config(TrainConfig, cfg_path)
+        return str(p / "model"), run_cfg
+    return spec, None
+
+
+@app.command()
+def envs() -> None:
+    """List environments and their panels (size and content hash)."""
+    from rich.table import Table
+
+    from seedrl.envs.panels import build_panel
+    from seedrl.envs.registry import env_class, env_names
+
+    table = Table("env", "split", "tasks", "hash", "first task ids")
+    for name in env_names():
+        try:
+            cls = env_class(name)
+            for split in cls.splits:
+                p = build_panel(name, split)
+                table.add_row(name, split, str(len(p)), p.hash, ", ".join(p.task_ids[:3]))
+        except Exception as exc:  # an env whose package is missing is listed, not fatal
+            table.add_row(name, "-", "-", "-", f"unavailable: {exc}")
+    console.print(table)
+
+
+@app.command()
+def play(env: str = typer.Option("sokoban", "--env"),
+         task: Optional[str] = typer.Option(None, "--task", help="task id (default: first of the panel)"),
+         split: str = typer.Option("valid_seen", "--split"),
+         max_steps: int = typer.Option(50, "--max-steps")) -> None:
+    """Play an environment yourself in the terminal (type 'expert' for a hint, 'quit' to stop)."""
+    try:
+        from seedrl.envs.panels import build_panel
+        from seedrl.envs.registry import make_env
+
+        e = make_env(env)
+        task_id = task or build_panel(env, split).task_ids[0]
+        obs = e.reset(task_id)
+    except SeedRLError as exc:
+        _fail(exc)
+        return
+    console.print(f"[bold]{env}[/] task {task_id}\nYour task is to: {e.task_description}\n")
+    console.print(obs, highlight=False)
+    for step in range(max_steps):
+        adm = e.admissible_actions()
+        if adm:
+            console.print(f"[dim]actions: {', '.join(adm)}[/]", highlight=False)
+        try:
+            action = input(f"[{step + 1}]> ").strip()
+        except EOFError:
+            break
+        if action in ("quit", "exit"):
+            break
+        if action == "expert":
+            console.print(f"expert: {e.expert_action()}")
+            continue
+        obs, reward, done, info = e.step(action)
+        console.print(obs, highlight=False)
+        if not info.get("action_valid", True):
+            console.print("[yellow]invalid action[/]")
+        if done:
+            console.print(f"[bold]{'won' if info.get('won') else 'episode over'}[/] (reward {reward})")
+            break
+    e.close()
+
+
+@app.command("env")
+def env_info() -> None:
+    """Versions of everything that matters, for bug reports."""
+    import importlib.metadata as md
+    import platform
+
+    import torch
+
+    import seedrl
+
+    lines = [f"seedrl {seedrl.__version__}", f"python {sys.version.split()[0]} ({platform.platform()})",
+             f"torch {torch.__version__} (cuda available: {torch.cuda.is_available()}, threads: "
+             f"{torch.get_num_threads()})"]
+    for pkg in ("transformers", "tokenizers", "peft", "accelerate", "pydantic", "typer", "textworld", "vllm",
+                "wandb"):
+        try:
+            lines.append(f"{pkg} {md.version(pkg)}")
+        except md.PackageNotFoundError:
+            lines.append(f"{pkg} not installed")
+    console.print("\n".join(lines), highlight=False)
+
+
+@app.command()
+def demo(out: Path = typer.Option(Path("runs/demo"), "--out"),
+         config: Path = typer.Option(Path("configs/demo_sokoban.yaml"), "--config"),
+         sft_config: Path = typer.Option(Path("configs/demo_sokoban_sft.yaml"), "--sft-config"),
+         set_: Optional[list[str]] = typer.Option(None, "--set", help=SET_HELP)) -> None:
+    """Tiny model -> SFT warm start on expert demos -> GRPO on sokoban; success before/after RL."""
+    _setup_logging(False)
+    try:
+        from seedrl.demo import run_demo
+
+        run_demo(out, config, sft_config, set_ or [], console)
+    except SeedRLError as exc:
+        _fail(exc)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""The `seedrl` command: clear one-line errors for bad input, and each subcommand doing its job."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from seedrl.cli import app
+from seedrl.envs.registry import make_env
+
+runner = CliRunner()
+
+
+def one_line_error(result, *needles):
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.strip().splitlines() if ln.strip()]
+    assert lines[-1].startswith("error:"), result.output
+    text = " ".join(result.output.split())  # rich may wrap a long line
+    for n in needles:
+        assert n in text, (n, result.output)
+
+
+def test_unknown_env_lists_valid_names():
+    one_line_error(runner.invoke(app, ["play", "--env", "nope"]), "unknown environment 'nope'", "sokoban", "textworld")
+
+
+def test_unknown_preset_lists_presets():
+    one_line_error(runner.invoke(app, ["train", "--config", "configs/nope.yaml"]), "not found", "demo_sokoban.yaml")
+
+
+def test_unknown_config_key_names_key_and_valid_keys(tmp_path):
+    r = runner.invoke(app, ["train", "--config", "configs/demo_sokoban.yaml", "--set", "algo.clip=0.3",
+                            "--set", f"run_dir={tmp_path}"])
+    one_line_error(r, "unknown config key 'algo.clip'", "clip_ratio")
+
+
+def test_bad_config_value_names_key(tmp_path):
+    r = runner.invoke(app, ["train", "--config", "configs/demo_sokoban.yaml", "--set", "optim.lr=fast"])
+    one_line_error(r, "optim.lr")
+
+
+def test_envs_lists_panels_with_hashes():
+    r = runner.invoke(app, ["envs"])
+    assert r.exit_code == 0, r.output
+    from seedrl.envs.panels import build_panel
+
+    assert build_panel("sokoban", "valid_unseen").hash in r.output
+
+
+def test_env_prints_versions():
+    r = runner.invoke(app, ["env"])
+    assert r.exit_code == 0 and "torch" in r.output and "transformers" in r.output
+
+
+def test_play_a_sokoban_room_to_a_win():
+    env = make_env("sokoban")
+    env.reset("6x6-b1-s1000000")
+    moves = []
+    while (a := env.expert_action()) is not None:
+        moves.append(a)
+        if env.step(a)[2]:
+            break
+    r = runner.invoke(app, ["play", "--env", "sokoban", "--task", "6x6-b1-s1000000"],
+                      input="jump\n" + "\n".join(moves) + "\n")
+    assert r.exit_code == 0, r.output
+    assert "invalid action" in r.output and "won" in r.output
+
+
+def test_eval_a_builtin_model_on_a_panel(tmp_path):
+    out = tmp_path / "res.json"
+    r = runner.invoke(app, ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--panel", "valid_unseen",
+                            "--num-tasks", "2", "--max-steps", "2", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    res = json.loads(out.read_text())
+    assert res["num_tasks"] == 2 and res["split"] == "valid_unseen"
+    assert all(t["task_id"].startswith("7x7") for t in res["tasks"])  # the unseen room size
+
+
+def test_sft_on_missing_data_is_a_clear_error(tmp_path):
+    r = runner.invoke(app, ["sft", "--data", str(tmp_path / "none.jsonl"), "--set", f"run_dir={tmp_path}/r",
+                            "--set", "model.name=tiny-micro"])
+    one_line_error(r, "not found")
