@@ -15,7 +15,7 @@ from seedrl.errors import SeedRLError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train LLM agents with RL on multi-turn environments (GRPO, SEED).")
-console = Console()
+console = Console(highlight=False)
 SET_HELP = "Override a config key, e.g. --set optim.lr=1e-5 (repeatable)."
 
 
@@ -29,6 +29,10 @@ def _setup_logging(verbose: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("transformers", "httpx"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()  # weight loading/saving bars drown the training display
 
 
 @app.command()
@@ -51,7 +55,7 @@ def train(config: Path = typer.Option(..., "--config", "-c", help="YAML preset, 
         if k in summary:
             r = summary[k]
             console.print(f"{k}: success {r['success_rate']:.3f} (95% CI {r['ci95'][0]:.3f}-{r['ci95'][1]:.3f}) "
-                          f"on {r['num_tasks']} tasks of {r['env']}/{r['split']} [panel {r['panel_hash']}]")
+                          f"on {r['num_tasks']} tasks of {r['env']}/{r['split']} [panel {r['panel_hash']}]", markup=False)
     console.print(f"run folder: {cfg.run_dir}")
 
 
@@ -85,9 +89,12 @@ def sft(config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML
 def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder, a checkpoint folder, a model "
                                          "folder, a hub name or a built-in model (tiny-3m)"),
           env: Optional[str] = typer.Option(None, "--env", help="environment (default: the run's)"),
+          env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help="env options as YAML, e.g. "
+                                                   "'{dim: [5, 5], coords: true}' (default: the run's)"),
           panel: str = typer.Option("valid_unseen", "--panel", help="train | valid_seen | valid_unseen"),
           num_tasks: Optional[int] = typer.Option(None, "--num-tasks"),
           max_steps: Optional[int] = typer.Option(None, "--max-steps"),
+          history_length: Optional[int] = typer.Option(None, "--history-length"),
           greedy: bool = typer.Option(True, "--greedy/--sample"),
           temperature: float = typer.Option(0.4, "--temperature"),
           seed: int = typer.Option(0, "--seed"),
@@ -109,12 +116,19 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         env_name = env or (run_cfg.env.name if run_cfg else None)
         if env_name is None:
             raise SeedRLError("--env is required when the checkpoint is not inside a run folder")
-        env_kwargs = run_cfg.env.kwargs if run_cfg and run_cfg.env.name == env_name else {}
+        if env_kwargs is not None:
+            import yaml
+
+            kwargs = yaml.safe_load(env_kwargs) or {}
+            if not isinstance(kwargs, dict):
+                raise SeedRLError(f"--env-kwargs must be a YAML mapping, got {env_kwargs!r}")
+        else:
+            kwargs = run_cfg.env.kwargs if run_cfg and run_cfg.env.name == env_name else {}
         steps = max_steps or (run_cfg.env.max_steps if run_cfg else 15)
-        hist = run_cfg.env.history_length if run_cfg else 2
+        hist = history_length if history_length is not None else (run_cfg.env.history_length if run_cfg else 2)
         tok = load_tokenizer(model_path)
         model = load_model(model_path, dtype, device, tokenizer=tok)
-        p = build_panel(env_name, panel, None, **env_kwargs)
+        p = build_panel(env_name, panel, None, **kwargs)
         res = evaluate(HFBackend(model, tok), tok, p, max_steps=steps, history_length=hist,
                        max_new_tokens=run_cfg.rollout.max_new_tokens if run_cfg else 64, greedy=greedy,
                        temperature=temperature, seed=seed, num_tasks=num_tasks)
@@ -126,7 +140,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         out.write_text(json.dumps(res, indent=1))
     console.print(f"{env_name}/{panel} [panel {res['panel_hash']}]: success {res['success_rate']:.3f} "
                   f"(95% CI {res['ci95'][0]:.3f}-{res['ci95'][1]:.3f}) over {res['num_tasks']} tasks, "
-                  f"invalid-action rate {res['invalid_rate']:.3f}")
+                  f"invalid-action rate {res['invalid_rate']:.3f}", markup=False)
 
 
 def _resolve_checkpoint(spec: str, latest_checkpoint, load_config, TrainConfig):

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from seedrl.config import SFTConfig, TrainConfig, load_config
@@ -55,9 +56,14 @@ def run_demo(out: Path, config: Path, sft_config: Path, overrides: list[str], co
         "success_after_rl": after["success_rate"], "ci95_after_rl": after["ci95"],
         "invalid_rate_before_rl": before["invalid_rate"], "invalid_rate_after_rl": after["invalid_rate"],
     }
+    # paired view: the same tasks before and after, so flips are the evidence, not two noisy rates
+    won_before = {t["task_id"] for t in before["tasks"] if t["won"]}
+    won_after = {t["task_id"] for t in after["tasks"] if t["won"]}
+    result["tasks_won_only_before_rl"] = len(won_before - won_after)
+    result["tasks_won_only_after_rl"] = len(won_after - won_before)
     (out / "results.json").write_text(json.dumps(result, indent=1))
-    table = Table(title=f"sokoban {result['panel']} [panel {result['panel_hash']}], {result['num_tasks']} tasks, "
-                        f"greedy")
+    table = Table(title=escape(f"{result['panel']} [panel {result['panel_hash']}], {result['num_tasks']} tasks, "
+                               f"greedy"))
     for col in ("stage", "success", "95% CI", "invalid-action rate"):
         table.add_column(col)
     rows = [("after SFT, before RL", before), (f"after {cfg.iterations} GRPO iterations", after)]
@@ -66,8 +72,11 @@ def run_demo(out: Path, config: Path, sft_config: Path, overrides: list[str], co
         cells = (name, f"{r['success_rate']:.3f}", f"{r['ci95'][0]:.3f}–{r['ci95'][1]:.3f}", f"{r['invalid_rate']:.3f}")
         table.add_row(*cells)
         md.append("| " + " | ".join(cells) + " |")
-    (out / "results.md").write_text("\n".join(md) + f"\n\ncommit {result['commit']}, "
+    flips = (f"paired on the same {result['num_tasks']} tasks: {result['tasks_won_only_after_rl']} won only after "
+             f"RL, {result['tasks_won_only_before_rl']} won only before")
+    (out / "results.md").write_text("\n".join(md) + f"\n\n{flips}; commit {result['commit']}, "
                                     f"{result['seconds_total']:.0f} s total\n")
     console.print(table)
+    console.print(flips)
     console.print(f"total {result['seconds_total']:.0f}s (SFT {sft_s:.0f}s, RL {rl_s:.0f}s); results in {out}")
     return result

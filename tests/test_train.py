@@ -144,3 +144,27 @@ def test_kill_during_save_leaves_latest_intact(tmp_path, monkeypatch):
     assert resumed.iteration == 1
     resumed.train()
     assert latest_checkpoint(tmp_path / "r" / "checkpoints").name == "iter_000002"
+
+
+def test_update_raises_logp_of_positive_advantage_responses(tmp_path):
+    """End-to-end sign check of the update path: same prompt, two responses, opposite advantages."""
+    from seedrl.rollout.types import StepSample
+
+    tr = Trainer(tiny_cfg(tmp_path / "r", **{"algo.kl_coef": 0.0, "algo.entropy_coef": 0.0, "optim.lr": 1e-3}))
+    tok = tr.tokenizer
+    prompt = tok("<|im_start|>user\nchoose<|im_end|>\n<|im_start|>assistant\n", add_special_tokens=False)["input_ids"]
+    good = tok("<action>up</action>", add_special_tokens=False)["input_ids"]
+    bad = tok("<action>down</action>", add_special_tokens=False)["input_ids"]
+    samples = [StepSample(prompt, r, [], traj_id=i, group_id=0, step=0, reward=0.0, action_valid=True)
+               for i, r in enumerate([good, bad] * 4)]
+    adv = torch.tensor([1.0, -1.0] * 4)
+
+    def logps():
+        return [float(x.sum()) for x in tr.logprobs(tr.model, samples[:2])]
+
+    before = logps()
+    for _ in range(3):
+        old = tr.logprobs(tr.model, samples)
+        tr.update(samples, old, None, adv)
+    after = logps()
+    assert after[0] > before[0] + 0.1 and after[1] < before[1] - 0.1

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from seedrl.config import SFTConfig, TrainConfig, load_config, save_config
+from seedrl.envs.registry import env_class
+from seedrl.errors import SeedRLError
+
+PRESETS = sorted((Path(__file__).parents[1] / "configs").glob("*.yaml"))
+assert PRESETS, "no presets found"
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.name)
+def test_every_preset_validates(path):
+    cls = SFTConfig if "sft" in path.stem else TrainConfig
+    cfg = load_config(cls, path)
+    env_class(cfg.env.name)  # names a registered environment
+
+
+def test_overrides_parse_yaml_values_and_nest(tmp_path):
+    cfg = load_config(TrainConfig, None, ["optim.lr=3e-4", "env.kwargs={dim: [7, 7]}", "model.lora={r: 4}"])
+    assert cfg.optim.lr == 3e-4 and cfg.env.kwargs == {"dim": [7, 7]} and cfg.model.lora == {"r": 4}
+
+
+def test_saved_config_round_trips(tmp_path):
+    cfg = load_config(TrainConfig, None, ["seed=5", "algo.adv_norm=mean"])
+    save_config(cfg, tmp_path / "c.yaml")
+    assert load_config(TrainConfig, tmp_path / "c.yaml") == cfg
+    assert yaml.safe_load((tmp_path / "c.yaml").read_text())["algo"]["adv_norm"] == "mean"
+
+
+@pytest.mark.parametrize("override,needle", [
+    ("algo.nme=grpo", "unknown config key 'algo.nme'; valid keys here: name,"),
+    ("algo.name=ppo2", "algo.name"),
+    ("rollout", "--set expects key=value"),
+])
+def test_bad_overrides_fail_with_one_line(override, needle):
+    with pytest.raises(SeedRLError) as e:
+        load_config(TrainConfig, None, [override])
+    assert needle in str(e.value) and "\n" not in str(e.value)
