@@ -39,21 +39,48 @@ def machine() -> str:
            f"python {platform.python_version()}"
 
 
+def env_steps_per_second(env_name: str, tasks: int, **kwargs) -> tuple[float, int]:
+    """Expert play alone (no model): env steps per second, and steps measured."""
+    env = make_env(env_name, **kwargs)
+    ids = list(build_panel(env_name, "train").task_ids[:tasks])
+    for t in ids:  # build/cache games first: generation is not stepping
+        env.reset(t)
+    steps, t0 = 0, time.perf_counter()
+    for t in ids:
+        env.reset(t)
+        for _ in range(50):
+            a = env.expert_action()
+            if a is None:
+                break
+            steps += 1
+            if env.step(a)[2]:
+                break
+    env.close()
+    return steps / (time.perf_counter() - t0), steps
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--models", nargs="+", default=["tiny-3m", "tiny-15m"])
+    ap.add_argument("--models", nargs="*", default=["tiny-3m", "tiny-15m"])
     ap.add_argument("--batch-sizes", nargs="+", type=int, default=[8, 32, 64])
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
     ap.add_argument("--max-steps", type=int, default=5)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2, help="best of N (the machine may be shared)")
+    ap.add_argument("--envs", nargs="*", default=["sokoban", "textworld"], help="env-only expert-play rate")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"command: python benchmarks/rollout_throughput.py --models {' '.join(args.models)} --batch-sizes "
           f"{' '.join(map(str, args.batch_sizes))} --dtypes {' '.join(args.dtypes)} --threads {args.threads}")
     print(f"commit: {commit}\nmachine: {machine()}\n")
+    if args.envs:
+        print("| env | expert steps/s (reset + step, no model) | steps |\n|---|---|---|")
+        for name in args.envs:
+            rate, n = env_steps_per_second(name, 8)
+            print(f"| {name} | {rate:.0f} | {n} |", flush=True)
+        print()
     print("| model | dtype | episodes | gen tokens/s | env steps/s | rollout s | score tokens/s |")
     print("|---|---|---|---|---|---|---|")
     panel = build_panel("sokoban", "train")
