@@ -17,6 +17,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Train LLM agents with RL on multi-turn environments (GRPO, SEED).")
 console = Console(highlight=False)
 SET_HELP = "Override a config key, e.g. --set optim.lr=1e-5 (repeatable)."
+MODEL_HELP = "Hub name, local folder or built-in tiny-* model (same as --set model.name=...)."
+
+
+def _with_model(overrides: list[str] | None, model: str | None) -> list[str]:
+    return list(overrides or []) + ([f"model.name={model}"] if model else [])
 
 
 def _fail(exc: Exception) -> None:
@@ -38,6 +43,7 @@ def _setup_logging(verbose: bool) -> None:
 @app.command()
 def train(config: Path = typer.Option(..., "--config", "-c", help="YAML preset, e.g. configs/sokoban_grpo.yaml"),
           set_: Optional[list[str]] = typer.Option(None, "--set", help=SET_HELP),
+          model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP),
           resume: bool = typer.Option(False, "--resume", help="Continue from the run's latest checkpoint."),
           verbose: bool = typer.Option(False, "--verbose", "-v")) -> None:
     """RL training (rollout -> advantages -> PPO update -> eval -> checkpoint)."""
@@ -46,7 +52,7 @@ def train(config: Path = typer.Option(..., "--config", "-c", help="YAML preset, 
         from seedrl.config import TrainConfig, load_config
         from seedrl.train.trainer import Trainer
 
-        cfg = load_config(TrainConfig, config, set_)
+        cfg = load_config(TrainConfig, config, _with_model(set_, model))
         summary = Trainer(cfg, resume=resume).train()
     except SeedRLError as exc:
         _fail(exc)
@@ -64,6 +70,7 @@ def sft(config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML
         data: Optional[Path] = typer.Option(None, "--data", help="JSONL of {messages|prompt, response}; "
                                             "default: expert demonstrations from the env"),
         set_: Optional[list[str]] = typer.Option(None, "--set", help=SET_HELP),
+        model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP),
         verbose: bool = typer.Option(False, "--verbose", "-v")) -> None:
     """Supervised fine-tuning (warm start on expert demonstrations, or a JSONL dataset)."""
     _setup_logging(verbose)
@@ -71,7 +78,7 @@ def sft(config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML
         from seedrl.config import SFTConfig, load_config
         from seedrl.train.sft import run_sft
 
-        overrides = list(set_ or []) + ([f"data={data}"] if data else [])
+        overrides = _with_model(set_, model) + ([f"data={data}"] if data else [])
         cfg = load_config(SFTConfig, config, overrides)
         summary = run_sft(cfg)
     except SeedRLError as exc:

@@ -81,3 +81,19 @@ def test_sft_on_missing_data_is_a_clear_error(tmp_path):
     r = runner.invoke(app, ["sft", "--data", str(tmp_path / "none.jsonl"), "--set", f"run_dir={tmp_path}/r",
                             "--set", "model.name=tiny-micro"])
     one_line_error(r, "not found")
+
+
+def test_sft_on_jsonl_data_saves_a_loadable_model(tmp_path):
+    data = tmp_path / "d.jsonl"
+    rows = [{"prompt": f"room {i}", "response": "<think></think><action>up</action>"} for i in range(6)]
+    rows.append({"messages": [{"role": "user", "content": "x"}], "response": "<action>left</action>"})
+    data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    r = runner.invoke(app, ["sft", "--model", "tiny-micro", "--data", str(data), "--set", f"run_dir={tmp_path}/r",
+                            "--set", "epochs=3", "--set", "batch_size=4", "--set", "eval.num_tasks=0"])
+    assert r.exit_code == 0, r.output
+    assert "7 examples" in r.output
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["loss_last"] < summary["loss_first"]
+    from seedrl.models.loading import load_model
+
+    load_model(str(tmp_path / "r" / "model"))

@@ -159,12 +159,16 @@ def test_sokoban_observation_format() -> None:
     obs = env.reset("6x6-b1-s00017")
     lines = obs.splitlines()
     assert lines[0] == "Current board:"
-    assert len(lines) == 7 and all(len(row) == 6 for row in lines[1:])
+    assert len(lines) == 7 and all(len(row.split(" ")) == 6 for row in lines[1:])  # one token per cell
     assert obs.count("P") + obs.count("S") == 1
     assert "X" in env.task_description and "O" in env.task_description
     assert env.admissible_actions() == ["up", "down", "left", "right"]
-    spaced = make_env("sokoban", cell_sep=" ").reset("6x6-b1-s00017").splitlines()
-    assert spaced[1] == " ".join(lines[1])
+    compact = make_env("sokoban", cell_sep="").reset("6x6-b1-s00017").splitlines()
+    assert lines[1] == " ".join(compact[1])
+    with_coords = make_env("sokoban", coords=True)
+    text = with_coords.reset("6x6-b1-s00017")
+    st = with_coords.privileged_state()
+    assert text.startswith(obs) and f"player ({st['player'][0]},{st['player'][1]})" in text.splitlines()[-1]
 
 
 ROOM = """

@@ -168,3 +168,28 @@ def test_update_raises_logp_of_positive_advantage_responses(tmp_path):
         tr.update(samples, old, None, adv)
     after = logps()
     assert after[0] > before[0] + 0.1 and after[1] < before[1] - 0.1
+
+
+@pytest.mark.parametrize("arch,lora", [("llama", None), ("qwen2", {"r": 4})])
+def test_any_hf_causal_lm_folder_trains(tmp_path, tiny_tokenizer, arch, lora):
+    """The path real users take: a model folder (here a tiny Llama/Qwen2 written by transformers)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model(arch, vocab_size=len(tiny_tokenizer), hidden_size=64, intermediate_size=128,
+                               num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                               pad_token_id=tiny_tokenizer.pad_token_id, eos_token_id=tiny_tokenizer.eos_token_id)
+    AutoModelForCausalLM.from_config(cfg).save_pretrained(tmp_path / "hf")
+    tiny_tokenizer.save_pretrained(tmp_path / "hf")
+    over = {"model.name": str(tmp_path / "hf"), "iterations": 1, "eval.num_tasks": 0}
+    if lora:
+        over["model.lora"] = "{r: 4}"
+    tr = Trainer(tiny_cfg(tmp_path / "run", **over))
+    trainable = {n: p.detach().clone() for n, p in tr.model.named_parameters() if p.requires_grad}
+    assert all("lora_" in n for n in trainable) == bool(lora)
+    tr.train()
+    row = _metrics(tmp_path / "run" / "metrics.jsonl")[0]
+    assert math.isfinite(row["loss/pg"]) and row["check/rollout_logp_drift"] < 1e-3
+    if lora:
+        assert tr.ref_model is None and math.isfinite(row["loss/kl"])  # reference = adapters disabled
+    assert any(not torch.equal(v, dict(tr.model.named_parameters())[n]) for n, v in trainable.items())
+    assert (latest_checkpoint(tmp_path / "run" / "checkpoints") / "model" / "config.json").exists()
