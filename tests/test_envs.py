@@ -454,3 +454,17 @@ def test_sokoban_task_content_is_pinned() -> None:
     digest = hashlib.sha256("\n".join(boards).encode()).hexdigest()[:16]
     assert digest == SOKOBAN_VALID_SEEN_FINGERPRINT, f"rooms changed ({digest}); bump SokobanEnv.version " \
                                                      f"(now {SokobanEnv.version}) and update the fingerprint"
+
+
+def test_textworld_concurrent_resets_from_the_rollout_thread_pool(tmp_path: Path) -> None:
+    """The rollout resets a group's envs in parallel threads; TextWorld's parser is not thread-safe."""
+    pytest.importorskip("textworld")
+    envs = [make_env("textworld", cache_dir=tmp_path) for _ in range(4)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        obs = list(pool.map(lambda e: e.reset("coin-l2-s0007"), envs))
+        assert len(set(obs)) == 1
+        expert = [e.expert_action() for e in envs]
+        results = list(pool.map(lambda ea: ea[0].step(ea[1]), zip(envs, expert)))
+    assert all(r[3]["action_valid"] for r in results)
+    for e in envs:
+        e.close()

@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -171,6 +172,13 @@ def ensure_game(task_id: str, cache_dir: str | Path | None = None) -> Path:
     if game_file.is_file():
         return game_file
     version_dir.mkdir(parents=True, exist_ok=True)
+    with _TW_LOCK:
+        if game_file.is_file():  # another thread generated it while we waited
+            return game_file
+        return _generate_into_cache(task_id, version_dir, final, game_file)
+
+
+def _generate_into_cache(task_id: str, version_dir: Path, final: Path, game_file: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=f".{task_id}.tmp-", dir=version_dir))
     try:
         generate_game(task_id, tmp)
@@ -204,11 +212,19 @@ def first_observation(feedback: str, objective: str) -> str:
     return compact(feedback)
 
 
+#: TextWorld is not thread-safe (its logic parser, tatsu, keeps one global rule stack: concurrent
+#: generation fails with "IndexError: pop from empty list"), and neither is warnings.catch_warnings.
+#: The rollout steps envs from a thread pool, so every call into TextWorld holds this lock. Steps
+#: take milliseconds; generation seconds, once per game.
+_TW_LOCK = threading.RLock()
+
+
 @contextlib.contextmanager
 def _quiet_jericho() -> Iterator[None]:
     """Silence jericho's UnsupportedGameWarnings: TextWorld asks jericho for walkthroughs and valid
-    actions it cannot know, then fills them in from the game's own metadata, so they are noise."""
-    with warnings.catch_warnings():
+    actions it cannot know, then fills them in from the game's own metadata, so they are noise.
+    Also takes the process-wide TextWorld lock."""
+    with _TW_LOCK, warnings.catch_warnings():
         warnings.filterwarnings("ignore", module=r"jericho(\..*)?$")
         yield
 
