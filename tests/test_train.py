@@ -193,3 +193,16 @@ def test_any_hf_causal_lm_folder_trains(tmp_path, tiny_tokenizer, arch, lora):
         assert tr.ref_model is None and math.isfinite(row["loss/kl"])  # reference = adapters disabled
     assert any(not torch.equal(v, dict(tr.model.named_parameters())[n]) for n, v in trainable.items())
     assert (latest_checkpoint(tmp_path / "run" / "checkpoints") / "model" / "config.json").exists()
+
+
+def test_env_crashes_are_left_out_of_the_update():
+    from seedrl.rollout.types import StepSample, Trajectory
+    from seedrl.train.trainer import training_samples
+
+    def traj(i, error=None, resp=(1,)):
+        t = Trajectory(traj_id=i, group_id=0, task_id="t", error=error)
+        t.steps = [StepSample([5], list(resp), [0.0] * len(resp), i, 0, 0, 0.0, True)]
+        return t
+
+    kept = training_samples([traj(0), traj(1, error="RuntimeError: boom"), traj(2, resp=())])
+    assert [s.traj_id for s in kept] == [0]

@@ -254,9 +254,9 @@ class Trainer:
         rollout_t: dict[str, float] = {}
         with stage("rollout"):
             trajs = self.collect(rollout_t)
-        samples = [s for t in trajs for s in t.steps if s.response_ids]
+        samples = training_samples(trajs)
         if not samples:
-            raise SeedRLError("the rollout produced no step samples (every environment failed at reset?)")
+            raise SeedRLError("the rollout produced no step samples (every environment failed?)")
         with stage("old_logp"):
             old_logp = self.logprobs(self.model, samples)
         with stage("ref_logp"):
@@ -305,6 +305,13 @@ class Trainer:
             self.logger.log_eval(summary["eval_after"])
         self.logger.close()
         return summary
+
+
+def training_samples(trajs: list[Trajectory]) -> list[StepSample]:
+    """Step samples that enter the update. An episode ended by an env crash or hang says nothing
+    about the policy, so it is left out (and counted in ``rollout/env_errors``) rather than
+    scored as a failure that would push its group's advantages around."""
+    return [s for t in trajs if t.error is None for s in t.steps if s.response_ids]
 
 
 def rollout_metrics(trajs: list[Trajectory], samples: list[StepSample], old_logp, adv: torch.Tensor) -> dict[str, Any]:
