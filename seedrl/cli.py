@@ -92,6 +92,33 @@ def sft(config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML
                       f"{r['num_tasks']} tasks of {r['env']}/{r['split']}")
 
 
+@app.command()
+def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prompt -> skill JSON) pairs"),
+            config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML preset (env, model, skills)"),
+            env: Optional[str] = typer.Option(None, "--env"),
+            model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP),
+            analyzer: str = typer.Option("oracle", "--analyzer", help="oracle | api | self"),
+            tasks: int = typer.Option(180, "--tasks", help="train tasks to play"),
+            rollouts: int = typer.Option(8, "--rollouts", help="rollouts per task"),
+            temperature: float = typer.Option(0.4, "--temperature"),
+            set_: Optional[list[str]] = typer.Option(None, "--set", help=SET_HELP),
+            verbose: bool = typer.Option(False, "--verbose", "-v")) -> None:
+    """SEED Stage 1: label the base policy's trajectories with an analyzer, for `seedrl sft --data`."""
+    _setup_logging(verbose)
+    try:
+        from seedrl.config import TrainConfig, load_config
+        from seedrl.skills.stage1 import run_analyze
+
+        overrides = _with_model(set_, model) + [f"skills.analyzer={analyzer}"] + ([f"env.name={env}"] if env else [])
+        cfg = load_config(TrainConfig, config, overrides)
+        s = run_analyze(cfg, out, tasks, rollouts, temperature)
+    except SeedRLError as exc:
+        _fail(exc)
+        return
+    console.print(f"{s['kept']}/{s['trajectories']} trajectories labelled by {s['analyzer']} (policy success "
+                  f"{s['success_rate']:.3f}) -> {out}", markup=False)
+
+
 @app.command("eval")
 def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder, a checkpoint folder, a model "
                                          "folder, a hub name or a built-in model (tiny-3m)"),

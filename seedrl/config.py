@@ -52,8 +52,36 @@ class RolloutConfig(_Strict):
     max_prompt_tokens: int = 2048
 
 
+class APIAnalyzerConfig(_Strict):
+    base_url: str = "http://127.0.0.1:8000/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    timeout_s: float = 60.0
+    concurrency: int = 8
+    parse_retries: int = 1
+
+
+class SkillsConfig(_Strict):
+    """Hindsight analysis (SEED): who writes the skill, and how much it may write."""
+
+    #: self = the rollout policy itself (SEED's default), api = an OpenAI-compatible endpoint,
+    #: oracle = programmatic skills from privileged env state
+    analyzer: Literal["self", "api", "oracle"] = "self"
+    max_new_tokens: int = 256
+    max_prompt_tokens: int = 4096
+    max_obs_chars: int | None = 2000
+    min_words: int = 5
+    api: APIAnalyzerConfig = Field(default_factory=APIAnalyzerConfig)
+
+
 class AlgoConfig(_Strict):
-    name: Literal["grpo"] = "grpo"
+    #: grpo: outcome advantages only; seed: + gated on-policy distillation from hindsight skills;
+    #: grpo_opsd: the same distillation with a uniform gate (beta = 0)
+    name: Literal["grpo", "seed", "grpo_opsd"] = "grpo"
+    opd_coef: float = 0.01
+    opd_beta: float = 5.0
     adv_norm: Literal["mean_std", "mean"] = "mean_std"
     adv_stats: Literal["steps", "trajectories"] = "steps"
     invalid_penalty: float = 0.1
@@ -102,6 +130,7 @@ class TrainConfig(_Strict):
     env: EnvConfig = Field(default_factory=EnvConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
     algo: AlgoConfig = Field(default_factory=AlgoConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
     optim: OptimConfig = Field(default_factory=OptimConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     log: LogConfig = Field(default_factory=LogConfig)
@@ -118,6 +147,9 @@ class SFTConfig(_Strict):
     #: JSONL with {"messages": [...], "response": "..."} or {"prompt": "...", "response": "..."}
     data: str | None = None
     demo_tasks: int = 256
+    #: with ``data``: also train on expert demonstrations from this many train tasks, so a policy
+    #: fine-tuned to write skills (SEED Stage 1) does not forget how to act
+    mix_demo_tasks: int = 0
     #: probability of a random (non-expert) action during demonstration play, so demos include recoveries
     demo_noise: float = 0.1
     epochs: int = 2

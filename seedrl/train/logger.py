@@ -10,16 +10,19 @@ from typing import Any
 
 from seedrl.config import LogConfig
 
-SHOWN = ("rollout/success_rate", "rollout/invalid_rate", "loss/pg", "loss/kl", "adv/zero_frac")
+SHOWN = ("rollout/success_rate", "rollout/invalid_rate", "loss/pg", "loss/kl", "adv/zero_frac",
+         "skills/parse_rate", "loss/opd")
 
 
 class MetricsLogger:
     def __init__(self, run_dir: Path, cfg: LogConfig, resume: bool = False) -> None:
         self.path = run_dir / "metrics.jsonl"
         self.eval_path = run_dir / "eval.jsonl"
+        #: files whose rows carry an "iteration": cleared on a new run, cut back on resume
+        self.row_files = (self.path, self.eval_path, run_dir / "skills.jsonl")
         self.cfg = cfg
         if not resume:
-            for p in (self.path, self.eval_path):
+            for p in self.row_files:
                 p.unlink(missing_ok=True)
         self.tb = None
         self.wandb = None
@@ -34,7 +37,7 @@ class MetricsLogger:
 
     def truncate_after(self, iteration: int) -> None:
         """On resume, drop lines written after the checkpoint we resume from (they will be redone)."""
-        for p in (self.path, self.eval_path):
+        for p in self.row_files:
             if p.exists():
                 keep = [ln for ln in p.read_text().splitlines()
                         if ln.strip() and json.loads(ln).get("iteration", 0) <= iteration]

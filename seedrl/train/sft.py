@@ -151,14 +151,19 @@ def run_sft(cfg: SFTConfig, eval_before: bool = False) -> dict[str, Any]:
     tok = load_tokenizer(m.name)
     model = load_model(m.name, m.dtype, m.device, m.lora, m.init_seed, tokenizer=tok)
     t0 = time.perf_counter()
-    if cfg.data:
-        rows = read_jsonl(cfg.data)
-        source = cfg.data
-    else:
+    def demos(n: int) -> tuple[list[dict[str, Any]], str]:
         panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
-        rows = expert_demonstrations(e.name, e.kwargs, list(panel.task_ids[:cfg.demo_tasks]), max_steps=e.max_steps,
+        rows = expert_demonstrations(e.name, e.kwargs, list(panel.task_ids[:n]), max_steps=e.max_steps,
                                      history_length=e.history_length, noise=cfg.demo_noise, seed=cfg.seed)
-        source = f"expert demonstrations on {e.name}/{e.train_split} (panel {panel.hash})"
+        return rows, f"expert demonstrations on {e.name}/{e.train_split} (panel {panel.hash})"
+
+    if cfg.data:
+        rows, source = read_jsonl(cfg.data), cfg.data
+        if cfg.mix_demo_tasks:
+            extra, src = demos(cfg.mix_demo_tasks)
+            rows, source = rows + extra, f"{source} + {len(extra)} {src}"
+    else:
+        rows, source = demos(cfg.demo_tasks)
     if not rows:
         raise SeedRLError("no SFT examples (the expert produced no actions?)")
     pairs = tokenize_pairs(tok, rows, cfg.max_seq_tokens)

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from seedrl.algos import grpo_advantages, invalid_action_penalty, kl_k3, ppo_clip_loss, token_mean
+from seedrl.algos import grpo_advantages, invalid_action_penalty, kl_k3, opd_loss, ppo_clip_loss, token_mean
 from seedrl.config import TrainConfig, save_config
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class, make_env
@@ -27,11 +27,14 @@ from seedrl.errors import SeedRLError
 from seedrl.eval.evaluate import evaluate
 from seedrl.models.loading import load_model, load_tokenizer
 from seedrl.rollout.backends import SamplingParams, make_backend
-from seedrl.rollout.runner import RolloutSettings, rollout
+from seedrl.rollout.runner import RolloutSettings, encode_messages, rollout
 from seedrl.rollout.types import StepSample, Trajectory
+from seedrl.skills.analyzers.base import AnalysisResult
+from seedrl.skills.injection import inject_into_messages
 from seedrl.train.batching import batched_logprobs, forward_logprobs, pack, right_align
 from seedrl.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
 from seedrl.train.logger import MetricsLogger
+from seedrl.train.methods import make_analyzer, method_spec
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +75,8 @@ class Trainer:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
         self.backend = make_backend(cfg.rollout.backend, self.model, self.tokenizer)
+        self.method = method_spec(cfg)
+        self.analyzer = make_analyzer(cfg, self.backend, self.tokenizer) if self.method.uses_skills else None
 
         e = cfg.env
         self.env_title = env_class(e.name).title or e.name
@@ -147,6 +152,42 @@ class Trainer:
         with self.model.disable_adapter():
             return self.logprobs(self.model, samples)
 
+    def analyze(self, trajs: list[Trajectory]) -> list[AnalysisResult]:
+        """Hindsight skills for every trajectory. A failing analyzer costs the batch its OPD signal,
+        never the run: the failure is recorded per trajectory and counted in the metrics."""
+        try:
+            results = self.analyzer.analyze(trajs)
+            if len(results) != len(trajs):
+                raise RuntimeError(f"analyzer returned {len(results)} results for {len(trajs)} trajectories")
+            return results
+        except Exception as exc:
+            log.warning("analyzer %s failed on the whole batch: %s", self.analyzer.name, exc)
+            return [AnalysisResult(traj_id=t.traj_id, skill=None, error=f"exception: {exc}") for t in trajs]
+
+    def teacher_logprobs(self, samples: list[StepSample], skills: dict[int, str]):
+        """Re-score each sampled response with its trajectory's skill in the prompt.
+
+        The skill block goes right after the task line; the chat template is re-applied; the
+        response token ids are the sampled ones, unchanged. Scored by the rollout-time weights
+        (called before the update), without gradient. Returns per-sample teacher log-probs and
+        a [N] 0/1 signal mask (1 = this sample's trajectory has a skill)."""
+        idx = [i for i, s in enumerate(samples) if skills.get(s.traj_id)]
+        teacher: list[torch.Tensor] = [torch.zeros(len(s.response_ids)) for s in samples]
+        signal = torch.zeros(len(samples))
+        if idx:
+            prompts = [self.teacher_prompt_ids(samples[i], skills[samples[i].traj_id]) for i in idx]
+            scored = batched_logprobs(self.model, prompts, [samples[i].response_ids for i in idx],
+                                      self.tokenizer.pad_token_id, self.cfg.optim.micro_batch_size,
+                                      autocast=self.cfg.model.autocast_bf16)
+            for i, lp in zip(idx, scored):
+                teacher[i] = lp
+                signal[i] = 1.0
+        return teacher, signal
+
+    def teacher_prompt_ids(self, sample: StepSample, skill: str) -> list[int]:
+        ids = encode_messages(self.tokenizer, inject_into_messages(sample.messages, skill))
+        return ids[-self.cfg.skills.max_prompt_tokens:]
+
     def advantages(self, trajs: list[Trajectory], samples: list[StepSample]) -> torch.Tensor:
         """One GRPO advantage per step sample (the caller broadcasts it over response tokens)."""
         a = self.cfg.algo
@@ -160,11 +201,14 @@ class Trainer:
                                torch.tensor([tindex[s.traj_id] for s in samples]), norm=a.adv_norm,
                                stats=a.adv_stats).float()
 
-    def update(self, samples: list[StepSample], old_logp, ref_logp, adv: torch.Tensor) -> dict[str, float]:
+    def update(self, samples: list[StepSample], old_logp, ref_logp, adv: torch.Tensor, teacher_logp=None,
+               signal: torch.Tensor | None = None) -> dict[str, float]:
         """PPO epochs over shuffled mini-batches; micro-batches accumulate gradients.
 
         Every micro-batch loss is divided by the response-token count of its whole mini-batch, so
-        accumulation gives exactly the update of one big batch (token-mean over the mini-batch)."""
+        accumulation gives exactly the update of one big batch (token-mean over the mini-batch). The
+        OPD term is likewise divided by the mini-batch's count of tokens *with* a teacher signal:
+        samples without a skill are excluded from its mean, not counted as zeros."""
         o = self.cfg.optim
         self.model.train()
         n = len(samples)
@@ -179,13 +223,18 @@ class Trainer:
                 denom = float(sum(len(samples[i].response_ids) for i in idx))
                 if denom == 0:
                     continue
-                stats = self.minibatch_step(samples, idx, old_logp, ref_logp, adv, denom)
+                opd_denom = 0.0
+                if signal is not None:
+                    opd_denom = float(sum(len(samples[i].response_ids) for i in idx if signal[i] > 0))
+                stats = self.minibatch_step(samples, idx, old_logp, ref_logp, adv, denom, teacher_logp, signal,
+                                            opd_denom)
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 steps += 1
         return {k: v / max(1, steps) for k, v in sums.items()} | {"optim_steps": steps}
 
-    def minibatch_step(self, samples, idx, old_logp, ref_logp, adv, denom: float) -> dict[str, float]:
+    def minibatch_step(self, samples, idx, old_logp, ref_logp, adv, denom: float, teacher_logp=None,
+                       signal: torch.Tensor | None = None, opd_denom: float = 0.0) -> dict[str, float]:
         c, o = self.cfg.algo, self.cfg.optim
         self.optimizer.zero_grad(set_to_none=True)
         acc: dict[str, float] = {}
@@ -211,6 +260,15 @@ class Trainer:
                 kl = token_mean(kl_k3(logp, ref), mask, denom)
                 loss = loss + c.kl_coef * kl
                 parts["loss/kl"] = kl.detach()
+            if self.method.opd and teacher_logp is not None and opd_denom > 0:
+                teacher = right_align([teacher_logp[i] for i in mi], b.width, self.device)
+                tmask = mask * signal[mi].to(self.device)[:, None]
+                opd, ost = opd_loss(logp, teacher, tmask, beta=self.method.opd_beta, denom=opd_denom)
+                loss = loss + c.opd_coef * opd
+                parts["loss/opd"] = opd.detach()
+                sig_w = tmask.sum().item() / opd_denom
+                for k in ("gate_mean", "delta_mean"):
+                    acc[f"opd/{k}"] = acc.get(f"opd/{k}", 0.0) + float(ost[k]) * sig_w
             loss.backward()
             w = mask.sum().item() / denom  # micro-batch share of the mini-batch, for stat averages
             for k, v in parts.items():
@@ -261,16 +319,36 @@ class Trainer:
             old_logp = self.logprobs(self.model, samples)
         with stage("ref_logp"):
             ref_logp = self.reference_logprobs(samples)
+        teacher_logp = signal = None
+        skill_metrics: dict[str, Any] = {}
+        if self.method.uses_skills:
+            with stage("analysis"):
+                results = self.analyze(trajs)
+            skills = {r.traj_id: r.skill for r in results if r.skill}
+            with stage("rescore"):
+                teacher_logp, signal = self.teacher_logprobs(samples, skills)
+            self.save_skills(trajs, results)
+            skill_metrics = teacher_metrics(results, samples, old_logp, teacher_logp, signal)
         with stage("advantage"):
             adv = self.advantages(trajs, samples)
         with stage("update"):
-            upd = self.update(samples, old_logp, ref_logp, adv)
+            upd = self.update(samples, old_logp, ref_logp, adv, teacher_logp, signal)
         self.iteration += 1
-        metrics = rollout_metrics(trajs, samples, old_logp, adv) | upd
+        metrics = rollout_metrics(trajs, samples, old_logp, adv) | skill_metrics | upd
         metrics |= {f"time/{k}": v for k, v in timings.items()}
         metrics |= {f"time/rollout_{k}": v for k, v in rollout_t.items()}
         metrics["iteration"] = self.iteration
         return metrics
+
+    def save_skills(self, trajs: list[Trajectory], results: list[AnalysisResult]) -> None:
+        """One JSONL row per analysed trajectory, so a run's skills can be read later."""
+        by_id = {t.traj_id: t for t in trajs}
+        with (self.run_dir / "skills.jsonl").open("a") as f:
+            for r in results:
+                t = by_id[r.traj_id]
+                f.write(json.dumps({"iteration": self.iteration + 1, "traj_id": r.traj_id, "task_id": t.task_id,
+                                    "success": t.won, "skill": r.skill, "summary": r.summary, "error": r.error,
+                                    "raw": r.raw[:2000]}) + "\n")
 
     def save(self) -> None:
         save_checkpoint(self.ckpt_dir, self.iteration, self.model, self.tokenizer, self.optimizer,
@@ -312,6 +390,28 @@ def training_samples(trajs: list[Trajectory]) -> list[StepSample]:
     about the policy, so it is left out (and counted in ``rollout/env_errors``) rather than
     scored as a failure that would push its group's advantages around."""
     return [s for t in trajs if t.error is None for s in t.steps if s.response_ids]
+
+
+def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], old_logp, teacher_logp,
+                    signal: torch.Tensor) -> dict[str, Any]:
+    """Is the distillation signal alive? Parse rate, coverage, and how far the teacher moves."""
+    n = max(1, len(results))
+    deltas = [t - o for t, o, m in zip(teacher_logp, old_logp, signal.tolist()) if m > 0 and len(o)]
+    flat = torch.cat(deltas) if deltas else torch.zeros(0)
+    out = {
+        "skills/parse_rate": sum(r.skill is not None for r in results) / n,
+        "skills/errors": sum(r.error is not None for r in results),
+        "skills/timeouts": sum("timeout" in (r.error or "") for r in results),
+        "skills/signal_frac": float(signal.mean()) if len(signal) else 0.0,
+        "skills/prompt_tokens": sum(r.prompt_tokens for r in results),
+        "skills/completion_tokens": sum(r.completion_tokens for r in results),
+    }
+    if len(flat):  # teacher_logp - old_logp over response tokens with a skill
+        q = torch.quantile(flat.float(), torch.tensor([0.1, 0.5, 0.9]))
+        out |= {"teacher/delta_mean": float(flat.mean()), "teacher/delta_p10": float(q[0]),
+                "teacher/delta_p50": float(q[1]), "teacher/delta_p90": float(q[2]),
+                "teacher/delta_pos_frac": float((flat > 0).float().mean())}
+    return out
 
 
 def rollout_metrics(trajs: list[Trajectory], samples: list[StepSample], old_logp, adv: torch.Tensor) -> dict[str, Any]:

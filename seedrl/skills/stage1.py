@@ -1,0 +1,78 @@
+"""Stage 1 of SEED: label the base policy's own trajectories with a stronger analyzer.
+
+The base policy plays train tasks (``tasks × rollouts``); the analyzer (``oracle`` offline, or
+``api``) writes one skill per trajectory; parsed pairs (analysis prompt -> skill JSON) are kept
+and written as SFT data for ``seedrl sft --data``. Provenance (analyzer, model, commit, panel hash)
+goes into every row and into ``<out>.meta.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from seedrl.config import TrainConfig
+from seedrl.envs.panels import build_panel
+from seedrl.envs.registry import env_class, make_env
+from seedrl.models.loading import load_model, load_tokenizer
+from seedrl.rollout.backends import SamplingParams, make_backend
+from seedrl.rollout.runner import RolloutSettings, rollout
+from seedrl.skills.prompts import analysis_messages, skill_target
+from seedrl.train.methods import make_analyzer
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except Exception:
+        return "unknown"
+
+
+def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, temperature: float = 0.4,
+                batch_tasks: int = 8) -> dict[str, Any]:
+    """Roll out ``cfg.model`` on the first ``tasks`` train tasks, ``rollouts`` times each; label; write."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    m, e = cfg.model, cfg.env
+    tok = load_tokenizer(m.name)
+    model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=tok)
+    backend = make_backend(cfg.rollout.backend, model, tok)
+    analyzer = make_analyzer(cfg, backend, tok)
+    panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
+    task_ids = list(panel.task_ids[:tasks])
+    settings = RolloutSettings(
+        env_title=env_class(e.name).title or e.name, max_steps=e.max_steps, history_length=e.history_length,
+        max_prompt_tokens=cfg.rollout.max_prompt_tokens, step_timeout_s=e.step_timeout_s, env_workers=e.workers,
+        sampling=SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=temperature))
+    provenance = {"analyzer": analyzer.name, "analyzer_model": cfg.skills.api.model if analyzer.name == "api"
+                  else (m.name if analyzer.name == "self" else None), "policy_model": m.name,
+                  "commit": _commit(), "env": e.name, "env_kwargs": e.kwargs, "panel": f"{e.name}/{e.train_split}",
+                  "panel_hash": panel.hash, "tasks": len(task_ids), "rollouts": rollouts,
+                  "temperature": temperature, "seed": cfg.seed}
+    kept = total = wins = 0
+    t0 = time.perf_counter()
+    with out.open("w") as f:
+        for start in range(0, len(task_ids), batch_tasks):
+            chunk = task_ids[start:start + batch_tasks]
+            trajs = rollout(backend, tok, lambda: make_env(e.name, **e.kwargs), chunk, rollouts, settings,
+                            seed=cfg.seed * 7_919 + start, traj_offset=total)
+            trajs = [t for t in trajs if t.error is None and t.steps]
+            results = analyzer.analyze(trajs)
+            for t, r in zip(trajs, results):
+                total += 1
+                wins += t.won
+                if not r.skill:
+                    continue
+                kept += 1
+                row = {"messages": analysis_messages(t, cfg.skills.max_obs_chars),
+                       "response": skill_target(r.summary or "", r.skill), "task_id": t.task_id,
+                       "success": t.won, "provenance": provenance}
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    summary = provenance | {"trajectories": total, "kept": kept, "success_rate": wins / max(1, total),
+                            "seconds": time.perf_counter() - t0}
+    Path(str(out) + ".meta.json").write_text(json.dumps(summary, indent=1))
+    return summary

@@ -1,0 +1,284 @@
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from seedrl.agent.prompts import TASK_PREFIX, TURN_LINE, HistoryItem, build_step_prompt, step_messages
+from seedrl.rollout.types import StepSample, Trajectory
+from seedrl.skills.injection import (
+    SKILL_HEADER,
+    SKILL_INTRO,
+    has_skill,
+    inject_into_messages,
+    inject_skill,
+    skill_block,
+)
+from seedrl.skills.parsing import ParsedSkill, parse_skill
+from seedrl.skills.prompts import analysis_messages, render_trajectory, repair_messages, skill_target
+
+SKILL = "Find the mug first, clean it in the sink, then put it in the coffee machine."
+
+
+def obj(skill=SKILL, summary="The agent cleaned the mug and won."):
+    return json.dumps({"episode_summary": summary, "episode_skill": skill})
+
+
+# ---------------------------------------------------------------------------------------------- parsing
+
+
+@pytest.mark.parametrize("text", [
+    obj(),
+    "```json\n" + obj() + "\n```",
+    "```\n" + obj() + "\n```",
+    "Here is my analysis:\n" + obj() + "\nHope this helps!",
+    "Sure. ```json\n" + obj() + "\n``` Done.",
+    '{"episode_summary": "The agent cleaned the mug and won.", "episode_skill": "' + SKILL + '",}',
+    '{\n  "episode_summary": "The agent cleaned the mug and won.",\n  "episode_skill": "' + SKILL + '",\n}\n',
+    # JSON-only literals (true/null) + trailing commas: only the comma repair can parse this, not literal_eval
+    '{"won": true, "notes": [null, 1,], "episode_summary": "The agent cleaned the mug and won.", '
+    '"episode_skill": "' + SKILL + '",}',
+    "{'episode_summary': 'The agent cleaned the mug and won.', 'episode_skill': '" + SKILL + "'}",
+    '{"EPISODE_SKILL": "' + SKILL + '", "Episode_Summary": "The agent cleaned the mug and won."}',
+    '{"episode_summary": "The agent cleaned the mug and won.", "episode_skill": "Find the mug first, '
+    'clean it in the sink,\n   then put it in the   coffee machine."}',
+])
+def test_parse_accepts_the_usual_shapes(text):
+    p = parse_skill(text)
+    assert p == ParsedSkill(SKILL, "The agent cleaned the mug and won.", None)
+    assert p.ok
+
+
+def test_parse_first_valid_object_wins():
+    a = obj("Always open the drawer before looking for the key inside.")
+    b = obj("Never go to the garden before you have found the key.")
+    assert parse_skill(a + "\n" + b).skill == "Always open the drawer before looking for the key inside."
+    # an object without a usable skill is skipped in favour of a later valid one
+    short = obj("Too short.")
+    assert parse_skill(short + "\n" + b).skill == "Never go to the garden before you have found the key."
+    # a skill nested in a wrapper object is still found
+    nested = json.dumps({"result": {"episode_skill": SKILL}})
+    assert parse_skill(nested).skill == SKILL
+
+
+def test_parse_braces_inside_strings_and_unicode():
+    skill = 'Use {"a": 1} style { braces } and "quotes"; never } stop early.'
+    p = parse_skill("prefix { not json " + json.dumps({"episode_skill": skill, "episode_summary": "s"}))
+    assert p.skill == skill and p.error is None
+    uni = "Öffne zuerst den Kühlschrank 冰箱 und nimm dann den Apfel 🍎 heraus."
+    assert parse_skill(skill_target("résumé ✓", uni)) == ParsedSkill(uni, "résumé ✓", None)
+    assert parse_skill(json.dumps({"episode_skill": uni}, ensure_ascii=True)).skill == uni
+
+
+@pytest.mark.parametrize("text,needle", [
+    ('{"episode_summary": "x", "episode_skill": "Go to the fridge and', "truncated"),
+    ('```json\n{"episode_summary": "x", "episode_skill": "Go to the fri', "truncated"),
+    ('{"episode_summary": "x", "episode_skill": ""}', "empty skill"),
+    ('{"episode_summary": "x", "episode_skill": "   \\n  "}', "empty skill"),
+    ('{"episode_summary": "x", "episode_skill": "Open the fridge."}', "skill too short"),
+    ('{"episode_summary": "x", "episode_skill": ["open", "the", "fridge", "now", "please"]}', "not a string"),
+    ('{"episode_summary": "x", "episode_skill": null}', "no 'episode_skill'"),
+    ('{"episode_summary": "x", "skill": "' + SKILL + '"}', "no 'episode_skill'"),  # only episode_skill counts
+    ("The agent should open the fridge before taking the apple.", "no JSON object"),
+    ("", "empty output"),
+    ("```json\n```", "empty output"),
+    ("{ this is not json : at all }", "invalid JSON"),
+    ("[1, 2, 3]", "no JSON object"),
+])
+def test_parse_failures_give_no_skill_and_an_error(text, needle):
+    p = parse_skill(text)
+    assert p.skill is None and not p.ok
+    assert p.error is not None and p.error.startswith("parse: ") and needle in p.error
+
+
+def test_parse_min_words_is_a_parameter():
+    text = obj("Open the fridge first.")
+    assert parse_skill(text).skill is None
+    assert parse_skill(text, min_words=4).skill == "Open the fridge first."
+    assert parse_skill(obj(" ".join(["w"] * 5))).skill == "w w w w w"  # exactly min_words passes
+
+
+@pytest.mark.parametrize("junk", [None, 3, b'{"episode_skill": "a b c d e"}', ["x"], {"episode_skill": SKILL},
+                                  "{" * 5000, "[" * 5000 + "{", "{'a': " * 3000, "\x00\uffff{\u2603}", "}{" * 2000])
+def test_parse_never_raises_on_garbage(junk):
+    p = parse_skill(junk)  # type: ignore[arg-type]
+    assert p.skill is None and p.error
+
+
+def test_parse_does_not_evaluate_code():
+    for text in ["{'episode_skill': __import__('os').getcwd()}",
+                 "{'episode_skill': 'a b c d e ' + 'f'}",
+                 "{'episode_skill': (lambda: 'a b c d e f')()}"]:
+        assert parse_skill(text).skill is None
+
+
+def test_skill_target_round_trips():
+    t = skill_target("The agent won.", SKILL)
+    assert json.loads(t) == {"episode_summary": "The agent won.", "episode_skill": SKILL}
+    assert list(json.loads(t)) == ["episode_summary", "episode_skill"]
+    assert parse_skill(t) == ParsedSkill(SKILL, "The agent won.", None)
+    assert "é" in skill_target("é", SKILL)  # ensure_ascii=False
+
+
+# -------------------------------------------------------------------------------------------- injection
+
+PLAIN = (
+    "You are an expert agent playing ALFWorld.\n"
+    "Your task is to: put a clean mug in coffeemachine.\n"
+    "Your current observation is:\n"
+    "You are in the middle of a room. Your task is to: (not a task line)\n"
+    "\n" + TURN_LINE + "\nYou should first reason step-by-step."
+)
+
+
+def test_inject_after_task_line_and_nothing_else_changes():
+    out = inject_skill(PLAIN, SKILL)
+    lines = out.split("\n")
+    i = lines.index(TASK_PREFIX + "put a clean mug in coffeemachine.")
+    assert lines[i + 1:i + 4] == [SKILL_HEADER, SKILL_INTRO, SKILL]
+    assert out.count(SKILL_HEADER) == 1
+    assert out.replace("\n" + skill_block(SKILL), "", 1) == PLAIN
+    assert out.index(SKILL_HEADER) < out.index("Your current observation is:") < out.index(TURN_LINE)
+
+
+def test_inject_task_line_is_last_line():
+    text = "intro\nYour task is to: find the key"
+    out = inject_skill(text, SKILL)
+    assert out == text + "\n" + skill_block(SKILL)
+
+
+def test_inject_uses_only_a_line_that_starts_with_the_prefix():
+    text = "intro mentions Your task is to: nothing\nobs\n\n" + TURN_LINE + "\nrest"
+    out = inject_skill(text, SKILL)  # no task line: falls back to before the turn line
+    assert out == "intro mentions Your task is to: nothing\nobs\n\n" + skill_block(SKILL) + "\n" + TURN_LINE + "\nrest"
+    assert out.replace(skill_block(SKILL) + "\n", "", 1) == text
+
+
+@pytest.mark.parametrize("text,expected_sep", [("just an observation", "\n"), ("ends with newline\n", ""), ("", "")])
+def test_inject_last_fallback_appends(text, expected_sep):
+    out = inject_skill(text, SKILL)
+    assert out == text + expected_sep + skill_block(SKILL)
+    assert out.startswith(text)
+
+
+def test_inject_collapses_skill_whitespace_and_rejects_bad_input():
+    out = inject_skill(PLAIN, "  Open   the fridge\nbefore\ttaking the apple. ")
+    assert "\nOpen the fridge before taking the apple.\n" in out
+    with pytest.raises(ValueError):
+        inject_skill(PLAIN, "   ")
+    with pytest.raises(ValueError):
+        inject_skill(inject_skill(PLAIN, SKILL), SKILL)  # double injection is a bug
+
+
+def test_inject_into_messages_copies_and_targets_last_user_message():
+    msgs = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "old turn\nYour task is to: x"},
+        {"role": "assistant", "content": "<action>look</action>"},
+        {"role": "user", "content": PLAIN},
+    ]
+    before = copy.deepcopy(msgs)
+    out = inject_into_messages(msgs, SKILL)
+    assert msgs == before  # input untouched
+    assert out is not msgs and all(a is not b for a, b in zip(out, msgs))
+    assert out[:3] == msgs[:3]
+    assert out[3]["content"] == inject_skill(PLAIN, SKILL) and out[3]["role"] == "user"
+    assert not any(has_skill(m["content"]) for m in out[:3])
+    with pytest.raises(ValueError):
+        inject_into_messages([{"role": "assistant", "content": "x"}], SKILL)
+
+
+def test_build_step_prompt_gets_the_skill_right_after_its_task_line():
+    hist = [HistoryItem("You see a mug 1.", "take mug 1 from countertop 1")]
+    plain = build_step_prompt("ALFWorld", "put a clean mug in coffeemachine", "You pick up the mug 1.", hist,
+                              step_index=1, history_length=2, admissible_actions=["go to sinkbasin 1"])
+    assert not has_skill(plain)
+    msgs = step_messages(plain)
+    out = inject_into_messages(msgs, SKILL)
+    assert not has_skill(msgs[0]["content"]) and has_skill(out[0]["content"])
+    lines, plain_lines = out[0]["content"].split("\n"), plain.split("\n")
+    assert plain_lines[1] == TASK_PREFIX + "put a clean mug in coffeemachine"
+    assert lines[:2] == plain_lines[:2]
+    assert lines[2:5] == [SKILL_HEADER, SKILL_INTRO, SKILL]
+    assert lines[5:] == plain_lines[2:]
+
+
+# ---------------------------------------------------------------------------------------------- prompts
+
+
+def make_traj(won: bool) -> Trajectory:
+    steps = []
+    for i, (obs, resp, valid) in enumerate([
+        ("You are in a kitchen. You see a fridge 1.", "<think>look</think><action>go to fridge 1</action>", True),
+        ("The fridge 1 is closed.", "<think>hmm</think><action>fly away</action>", False),
+        ("Nothing happens.\nSecond line of obs.", "<think>open</think><action>open fridge 1</action>", True),
+    ]):
+        steps.append(StepSample(prompt_ids=[1], response_ids=[2], logprobs=[-0.1], traj_id=7, group_id=0, step=i,
+                                reward=0.0, action_valid=valid, observation=obs, response_text=resp))
+    return Trajectory(traj_id=7, group_id=0, task_id="t", task_description="cool an apple and put it in fridge",
+                      steps=steps, won=won)
+
+
+def test_render_trajectory_contains_every_step():
+    for won, flag in [(True, "success"), (False, "failure")]:
+        text = render_trajectory(make_traj(won))
+        assert "cool an apple and put it in fridge" in text
+        assert f"episode_success: {flag}" in text
+        other = "failure" if won else "success"
+        assert f"episode_success: {other}" not in text
+    text = render_trajectory(make_traj(True))
+    lines = text.split("\n")
+    for i, s in enumerate(make_traj(True).steps, start=1):
+        j = lines.index(f"Step {i}")
+        assert lines[j + 1] == "Observation: " + s.observation.split("\n")[0]
+        assert f"Response: {s.response_text}" in text
+        assert s.observation in text
+    valid = [ln for ln in lines if ln.startswith("Action valid: ")]
+    assert valid == ["Action valid: true", "Action valid: false", "Action valid: true"]
+    assert text.index("Step 1") < text.index("Step 2") < text.index("Step 3")
+    assert "Step 4" not in text and "Step 0" not in text
+
+
+def test_render_trajectory_caps_observations_keeping_the_head():
+    t = make_traj(False)
+    t.steps[0].observation = "HEAD" + "x" * 500 + "TAIL"
+    text = render_trajectory(t, max_obs_chars=50)
+    assert "HEAD" in text and "TAIL" not in text and "truncated 458 chars" in text
+    assert "The fridge 1 is closed." in text  # short observations untouched
+    assert "TAIL" in render_trajectory(t)
+
+
+def test_render_trajectory_task_fallback_from_messages():
+    t = make_traj(True)
+    t.task_description = ""
+    t.steps[0].messages = step_messages(build_step_prompt("ALFWorld", "heat some egg", "obs"))
+    assert render_trajectory(t).startswith("Task: heat some egg\n")
+
+
+def test_analysis_prompt_differs_for_success_and_failure():
+    ok = analysis_messages(make_traj(True))
+    bad = analysis_messages(make_traj(False))
+    assert len(ok) == 1 and ok[0]["role"] == "user"
+    ok_text, bad_text = ok[0]["content"], bad[0]["content"]
+    assert render_trajectory(make_traj(True)) in ok_text
+    assert render_trajectory(make_traj(False), 10) in analysis_messages(make_traj(False), 10)[0]["content"]
+    assert "workflow" in ok_text and "decision rule" in ok_text and "action ordering" in ok_text
+    assert "avoidance rule" in bad_text and "mistake" in bad_text and "warning signs" in bad_text
+    assert "workflow" not in bad_text and "avoidance" not in ok_text
+    for text in (ok_text, bad_text):
+        assert "policy-facing" in text and "not a retrospective explanation" in text
+        assert '"episode_summary"' in text and '"episode_skill"' in text and "JSON" in text
+        # the request comes after the trajectory (left-truncation keeps it)
+        assert text.rindex("episode_skill") > text.index("Step 3")
+
+
+def test_repair_messages():
+    orig = analysis_messages(make_traj(False))
+    before = copy.deepcopy(orig)
+    msgs = repair_messages(orig, "not json", error="parse: no JSON object found")
+    assert orig == before and msgs[:1] == orig and msgs[0] is not orig[0]
+    assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
+    assert msgs[1]["content"] == "not json"
+    assert "JSON" in msgs[2]["content"] and "episode_skill" in msgs[2]["content"]
+    assert "no JSON object found" in msgs[2]["content"]
