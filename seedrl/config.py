@@ -78,10 +78,16 @@ class SkillsConfig(_Strict):
 
 class AlgoConfig(_Strict):
     #: grpo: outcome advantages only; seed: + gated on-policy distillation from hindsight skills;
-    #: grpo_opsd: the same distillation with a uniform gate (beta = 0)
-    name: Literal["grpo", "seed", "grpo_opsd"] = "grpo"
+    #: grpo_opsd: the same distillation with a uniform gate (beta = 0); sdar: the gated distillation
+    #: from static per-task-type skill files; opid: the teacher-minus-old shift added into the
+    #: advantage; skill_sd: importance-weighted reverse KL to the skill-conditioned teacher
+    name: Literal["grpo", "seed", "grpo_opsd", "sdar", "opid", "skill_sd"] = "grpo"
     opd_coef: float = 0.01
     opd_beta: float = 5.0
+    opid_coef: float = 1e-3
+    skill_sd_coef: float = 1e-3
+    #: sdar: folder of <task type>.md skill files (default: the ones shipped for the env)
+    static_skill_dir: str | None = None
     adv_norm: Literal["mean_std", "mean"] = "mean_std"
     adv_stats: Literal["steps", "trajectories"] = "steps"
     invalid_penalty: float = 0.1

@@ -619,3 +619,45 @@ def test_opd_ignores_masked_garbage_and_explicit_denom(seed):
         opd_loss(logp[i : i + 2], teacher[i : i + 2], mask[i : i + 2], denom=total)[0] for i in range(0, 6, 2)
     )
     assert torch.allclose(parts, loss, atol=1e-14)
+
+
+def _ref_skill_sd(logp, old, teacher, mask):
+    num, den = 0.0, 0.0
+    for b in range(logp.shape[0]):
+        for t in range(logp.shape[1]):
+            if mask[b, t]:
+                rho = math.exp(min(float(logp[b, t] - old[b, t]), 10.0))
+                k3 = math.exp(min(float(teacher[b, t] - logp[b, t]), 20.0)) - 1 + float(logp[b, t] - teacher[b, t])
+                num += rho * k3
+                den += 1
+    return num / max(den, 1.0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_skill_sd_loss_matches_reference_and_weights_are_detached(seed):
+    from seedrl.algos import skill_sd_loss
+
+    g = torch.Generator().manual_seed(seed)
+    logp = (-torch.rand(3, 6, generator=g, dtype=torch.float64) * 3).requires_grad_()
+    old = logp.detach() + 0.3 * torch.randn(3, 6, generator=g, dtype=torch.float64)
+    teacher = logp.detach() + torch.randn(3, 6, generator=g, dtype=torch.float64)
+    mask = (torch.rand(3, 6, generator=g) > 0.3).double()
+    loss, st = skill_sd_loss(logp, old, teacher, mask)
+    assert float(loss) == pytest.approx(_ref_skill_sd(logp.detach(), old, teacher, mask), rel=1e-9)
+    loss.backward()
+    # d/dlogp of rho*k3 with rho detached: rho * (1 - exp(teacher - logp)) / n
+    n = mask.sum()
+    rho = torch.exp(torch.clamp(logp.detach() - old, max=10))
+    expect = rho * (1 - torch.exp(torch.clamp(teacher - logp.detach(), max=20))) * mask / n
+    torch.testing.assert_close(logp.grad, expect)
+
+
+def test_opid_advantage_adds_the_teacher_shift_only_where_masked():
+    from seedrl.algos import opid_advantage
+
+    adv = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]])
+    teacher = torch.tensor([[-0.1, -2.0, -1.0], [-0.5, -0.5, -0.5]])
+    old = torch.tensor([[-1.1, -1.0, -1.0], [-1.0, -1.0, 9.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
+    out = opid_advantage(adv, teacher, old, mask, coef=0.5)
+    torch.testing.assert_close(out, torch.tensor([[1.5, 0.5, 1.0], [-1.0, -1.0, -1.0]]))

@@ -133,3 +133,32 @@ def test_grpo_never_calls_an_analyzer(tmp_path):
     row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert not any(k.startswith(("skills/", "opd/", "teacher/")) or k == "loss/opd" for k in row)
     assert not (tmp_path / "run" / "skills.jsonl").exists()
+
+
+def test_sdar_uses_static_skills_for_every_trajectory(tmp_path):
+    tr = Trainer(tiny_cfg(tmp_path / "run", **{"algo.name": "sdar", "eval.num_tasks": 0, "iterations": 1}))
+    assert tr.analyzer.name == "static"
+    tr.train()
+    row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert row["skills/signal_frac"] == 1.0 and math.isfinite(row["loss/opd"])
+    skills = {json.loads(x)["skill"] for x in (tmp_path / "run" / "skills.jsonl").read_text().splitlines()}
+    assert len(skills) == 1 and "corner" in skills.pop()  # the shipped sokoban general skill
+
+
+def test_opid_moves_the_update_only_through_the_advantage(tmp_path):
+    params = {}
+    for name in ("grpo", "opid"):
+        tr = seed_trainer(tmp_path / name, FixedAnalyzer(), **{"algo.name": name, "iterations": 1,
+                                                               "algo.opid_coef": 1.0})
+        tr.train()
+        row = json.loads((tmp_path / name / "run" / "metrics.jsonl").read_text().splitlines()[0])
+        assert "loss/opd" not in row and "loss/skill_sd" not in row
+        params[name] = torch.cat([p.detach().flatten() for p in tr.model.parameters()])
+    assert not torch.equal(params["grpo"], params["opid"])  # same rollouts; only the advantage differs
+
+
+def test_skill_sd_adds_its_reverse_kl_term(tmp_path):
+    tr = seed_trainer(tmp_path, FixedAnalyzer(), **{"algo.name": "skill_sd", "iterations": 1})
+    tr.train()
+    row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
+    assert math.isfinite(row["loss/skill_sd"]) and row["skill_sd/rho_mean"] > 0 and "loss/opd" not in row

@@ -8,7 +8,9 @@ from seedrl.algos.losses import (
     kl_k3,
     masked_sum,
     opd_loss,
+    opid_advantage,
     ppo_clip_loss,
+    skill_sd_loss,
     token_logprobs,
     token_mean,
 )
@@ -21,7 +23,9 @@ __all__ = [
     "kl_k3",
     "masked_sum",
     "opd_loss",
+    "opid_advantage",
     "ppo_clip_loss",
+    "skill_sd_loss",
     "token_logprobs",
     "token_mean",
 ]

@@ -206,3 +206,38 @@ def opd_loss(
             "signal_tokens": (mask != 0).sum().to(logp.dtype),
         }
     return loss, stats
+
+
+def skill_sd_loss(
+    logp: Tensor,
+    old_logp: Tensor,
+    teacher_logp: Tensor,
+    mask: Tensor,
+    denom: float | Tensor | None = None,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Skill-SD term (importance-weighted reverse KL to the skill-conditioned teacher), token-mean.
+
+    Per token ``rho * k3`` with ``rho = exp(min(logp - old_logp, 10))`` (detached: an importance
+    weight, not a path for gradient) and ``k3 = exp(min(teacher - logp, 20)) - 1 + (logp - teacher)``,
+    the SDAR repository's reimplementation (``skillsd_utils.py``).
+
+    Args: ``[B, T]`` tensors; ``mask`` = response mask x teacher signal mask; ``denom`` as in
+    :func:`opd_loss`. Returns ``(loss, stats)`` with ``rho_mean`` and ``k3_mean``.
+    """
+    teacher = teacher_logp.detach()
+    rho = torch.exp(torch.clamp(logp.detach() - old_logp.detach(), max=10.0))
+    k3 = torch.exp(torch.clamp(teacher - logp, max=20.0)) - 1.0 + (logp - teacher)
+    loss = token_mean(rho * k3, mask, denom)
+    with torch.no_grad():
+        stats = {"rho_mean": token_mean(rho, mask), "k3_mean": token_mean(k3, mask)}
+    return loss, stats
+
+
+def opid_advantage(adv: Tensor, teacher_logp: Tensor, old_logp: Tensor, mask: Tensor, coef: float = 1e-3) -> Tensor:
+    """OPID token advantage: ``A + coef * (teacher_logp - old_logp) * mask``, both log-probs under
+    theta_old, so the skill's shift enters the PPO advantage (and its clipping) rather than a loss.
+
+    Args: ``adv`` ``[B, T]`` (already broadcast over response tokens), the rest ``[B, T]``;
+    ``mask`` = response mask x teacher signal mask. Returns ``[B, T]``.
+    """
+    return adv + coef * (teacher_logp - old_logp).detach() * mask

@@ -1,39 +1,55 @@
 """Methods are configurations of the one RL loop: which skill, which signal, where it enters.
 
-| method    | skills               | distillation signal                      |
-|-----------|----------------------|------------------------------------------|
-| grpo      | none                 | none                                     |
-| seed      | hindsight (analyzer) | OPD loss, gate sigmoid(beta * delta)     |
-| grpo_opsd | hindsight (analyzer) | OPD loss, uniform gate (beta = 0)        |
+| method    | skills                    | signal                                             | enters as   |
+|-----------|---------------------------|----------------------------------------------------|-------------|
+| grpo      | none                      | none                                               | -           |
+| seed      | hindsight (analyzer)      | OPD, gate sigmoid(beta * (teacher - logp))         | loss        |
+| grpo_opsd | hindsight (analyzer)      | OPD, uniform gate (beta = 0)                       | loss        |
+| sdar      | static file per task type | OPD, gate sigmoid(beta * (teacher - logp))         | loss        |
+| opid      | hindsight (analyzer)      | opid_coef * (teacher - old)                        | advantage   |
+| skill_sd  | hindsight (analyzer)      | rho * k3 reverse KL to the teacher                 | loss        |
+
+Every method shares rollout, GRPO advantages, PPO clip, KL and entropy; the teacher is always the
+rollout-time policy with the skill inserted after the task line, scored before the update.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from seedrl.config import TrainConfig
 
 
 @dataclass(frozen=True)
 class MethodSpec:
-    uses_skills: bool
-    opd: bool
+    skills: Literal["none", "hindsight", "static"]
+    signal: Literal["none", "opd", "opid", "skill_sd"]
     opd_beta: float = 0.0
+
+    @property
+    def uses_skills(self) -> bool:
+        return self.skills != "none"
 
 
 def method_spec(cfg: TrainConfig) -> MethodSpec:
     a = cfg.algo
-    if a.name == "grpo":
-        return MethodSpec(uses_skills=False, opd=False)
-    if a.name == "seed":
-        return MethodSpec(uses_skills=True, opd=True, opd_beta=a.opd_beta)
-    if a.name == "grpo_opsd":
-        return MethodSpec(uses_skills=True, opd=True, opd_beta=0.0)
-    raise AssertionError(f"unhandled method {a.name}")  # config validation lists the valid names
+    return {
+        "grpo": MethodSpec("none", "none"),
+        "seed": MethodSpec("hindsight", "opd", a.opd_beta),
+        "grpo_opsd": MethodSpec("hindsight", "opd", 0.0),
+        "sdar": MethodSpec("static", "opd", a.opd_beta),
+        "opid": MethodSpec("hindsight", "opid"),
+        "skill_sd": MethodSpec("hindsight", "skill_sd"),
+    }[a.name]
 
 
 def make_analyzer(cfg: TrainConfig, backend, tokenizer):
     s = cfg.skills
+    if method_spec(cfg).skills == "static":
+        from seedrl.skills.analyzers.static import StaticSkillAnalyzer
+
+        return StaticSkillAnalyzer(cfg.env.name, cfg.algo.static_skill_dir)
     if s.analyzer == "self":
         from seedrl.skills.analyzers.self_analyzer import SelfAnalyzer
 

@@ -19,7 +19,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from seedrl.algos import grpo_advantages, invalid_action_penalty, kl_k3, opd_loss, ppo_clip_loss, token_mean
+from seedrl.algos import (
+    grpo_advantages,
+    invalid_action_penalty,
+    kl_k3,
+    opd_loss,
+    opid_advantage,
+    ppo_clip_loss,
+    skill_sd_loss,
+    token_mean,
+)
 from seedrl.config import TrainConfig, save_config
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class, make_env
@@ -247,6 +256,12 @@ class Trainer:
             mask = b.response_mask
             old = right_align([old_logp[i] for i in mi], b.width, self.device)
             a = adv[mi].to(self.device)[:, None] * mask
+            distill = self.method.signal != "none" and teacher_logp is not None and opd_denom > 0
+            if distill:
+                teacher = right_align([teacher_logp[i] for i in mi], b.width, self.device)
+                tmask = mask * signal[mi].to(self.device)[:, None]  # samples without a skill: all zero
+                if self.method.signal == "opid":  # the skill's shift enters the advantage, under the clip
+                    a = opid_advantage(a, teacher, old, tmask, c.opid_coef)
             pg, st = ppo_clip_loss(logp, old, a, mask, clip_ratio=c.clip_ratio, dual_clip_c=c.dual_clip_c,
                                    denom=denom)
             loss = pg
@@ -260,15 +275,20 @@ class Trainer:
                 kl = token_mean(kl_k3(logp, ref), mask, denom)
                 loss = loss + c.kl_coef * kl
                 parts["loss/kl"] = kl.detach()
-            if self.method.opd and teacher_logp is not None and opd_denom > 0:
-                teacher = right_align([teacher_logp[i] for i in mi], b.width, self.device)
-                tmask = mask * signal[mi].to(self.device)[:, None]
-                opd, ost = opd_loss(logp, teacher, tmask, beta=self.method.opd_beta, denom=opd_denom)
-                loss = loss + c.opd_coef * opd
-                parts["loss/opd"] = opd.detach()
+            if distill and self.method.signal in ("opd", "skill_sd"):
                 sig_w = tmask.sum().item() / opd_denom
-                for k in ("gate_mean", "delta_mean"):
-                    acc[f"opd/{k}"] = acc.get(f"opd/{k}", 0.0) + float(ost[k]) * sig_w
+                if self.method.signal == "opd":
+                    term, ost = opd_loss(logp, teacher, tmask, beta=self.method.opd_beta, denom=opd_denom)
+                    loss = loss + c.opd_coef * term
+                    parts["loss/opd"] = term.detach()
+                    keys = ("gate_mean", "delta_mean")
+                else:
+                    term, ost = skill_sd_loss(logp, old, teacher, tmask, denom=opd_denom)
+                    loss = loss + c.skill_sd_coef * term
+                    parts["loss/skill_sd"] = term.detach()
+                    keys = ("rho_mean", "k3_mean")
+                for k in keys:
+                    acc[f"{self.method.signal}/{k}"] = acc.get(f"{self.method.signal}/{k}", 0.0) + float(ost[k]) * sig_w
             loss.backward()
             w = mask.sum().item() / denom  # micro-batch share of the mini-batch, for stat averages
             for k, v in parts.items():
