@@ -41,3 +41,13 @@ def test_bad_overrides_fail_with_one_line(override, needle):
     with pytest.raises(SeedRLError) as e:
         load_config(TrainConfig, None, [override])
     assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("env", ["sokoban", "textworld"])
+def test_seed_and_grpo_twins_share_every_budget(env):
+    root = Path(__file__).parents[1] / "configs"
+    seed = load_config(TrainConfig, root / f"{env}_seed.yaml").model_dump()
+    grpo = load_config(TrainConfig, root / f"{env}_grpo.yaml").model_dump()
+    assert seed["algo"].pop("name") == "seed" and grpo["algo"].pop("name") == "grpo"
+    seed.pop("run_dir"), grpo.pop("run_dir")
+    assert seed == grpo  # same model, tasks, seeds, rollout/update budget: only the method differs
