@@ -97,3 +97,21 @@ def test_sft_on_jsonl_data_saves_a_loadable_model(tmp_path):
     from seedrl.models.loading import load_model
 
     load_model(str(tmp_path / "r" / "model"))
+
+
+def test_analyze_with_the_oracle_writes_sft_pairs_with_provenance(tmp_path):
+    out = tmp_path / "stage1.jsonl"
+    r = runner.invoke(app, ["analyze", "--env", "sokoban", "--model", "tiny-micro", "--analyzer", "oracle",
+                            "--tasks", "2", "--rollouts", "2", "--out", str(out), "--set", "env.max_steps=3",
+                            "--set", "rollout.max_new_tokens=8"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    assert len(rows) == 4  # the oracle labels every trajectory, won or not
+    from seedrl.skills.parsing import parse_skill
+
+    for row in rows:
+        assert parse_skill(row["response"]).skill  # the SFT target is the parsable skill JSON
+        assert "episode_success" in row["messages"][-1]["content"]
+        assert row["provenance"]["analyzer"] == "oracle" and row["provenance"]["panel_hash"]
+    meta = json.loads((tmp_path / "stage1.jsonl.meta.json").read_text())
+    assert meta["kept"] == 4 and meta["trajectories"] == 4
