@@ -73,6 +73,8 @@ class SkillsConfig(_Strict):
     max_prompt_tokens: int = 4096
     max_obs_chars: int | None = 2000
     min_words: int = 5
+    #: trajectories analysed per generate call by the self analyzer
+    batch_size: int = 64
     api: APIAnalyzerConfig = Field(default_factory=APIAnalyzerConfig)
 
 

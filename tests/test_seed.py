@@ -162,3 +162,27 @@ def test_skill_sd_adds_its_reverse_kl_term(tmp_path):
     tr.train()
     row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert math.isfinite(row["loss/skill_sd"]) and row["skill_sd/rho_mean"] > 0 and "loss/opd" not in row
+
+
+def test_self_analyzer_reads_the_trajectory_through_the_policy_backend(tmp_path, tiny_tokenizer):
+    from seedrl.rollout.backends import Generation
+    from seedrl.skills.analyzers.self_analyzer import SelfAnalyzer
+
+    tr = seed_trainer(tmp_path, FixedAnalyzer())
+    trajs = tr.collect({})[:3]
+    seen = {}
+
+    class Backend:
+        def generate(self, prompts, params, seed):
+            seen["prompts"], seen["params"] = [tiny_tokenizer.decode(p) for p in prompts], params
+            texts = ['{"episode_summary": "ok", "episode_skill": "' + SKILL + '"}', "no json here",
+                     '```json\n{"episode_summary": "s", "episode_skill": "too short"}\n```']
+            return [Generation(tiny_tokenizer(t)["input_ids"], [], t, "stop") for t in texts]
+
+    results = SelfAnalyzer(Backend(), tiny_tokenizer, max_prompt_tokens=100_000).analyze(trajs)
+    assert [r.skill for r in results] == [SKILL, None, None]
+    assert results[1].error and results[2].error and results[0].error is None
+    assert seen["params"].greedy and '"}' in seen["params"].stop  # greedy, one attempt, stops at the JSON end
+    for t, p in zip(trajs, seen["prompts"]):
+        assert "episode_success: " + ("success" if t.won else "failure") in p
+        assert all(s.response_text in p for s in t.steps)

@@ -54,7 +54,7 @@ def make_analyzer(cfg: TrainConfig, backend, tokenizer):
         from seedrl.skills.analyzers.self_analyzer import SelfAnalyzer
 
         return SelfAnalyzer(backend, tokenizer, s.max_new_tokens, s.max_prompt_tokens, s.max_obs_chars,
-                            s.min_words, batch_size=cfg.eval.batch_size, seed=cfg.seed)
+                            s.min_words, batch_size=s.batch_size, seed=cfg.seed)
     if s.analyzer == "api":
         from seedrl.skills.analyzers.api import APIAnalyzer
 

@@ -30,7 +30,9 @@ class SelfAnalyzer:
         for t in trajectories:
             ids = encode_messages(self.tokenizer, analysis_messages(t, self.max_obs_chars))
             prompts.append(ids[-self.max_prompt_tokens:])  # keep the end: the outcome and the request
-        params = SamplingParams(max_new_tokens=self.max_new_tokens, greedy=True, stop=[])
+        # The skill JSON ends with '"}': stopping there saves generating to max_new_tokens when the
+        # model does not emit EOS (a Stage-1 SFT target ends at the closing brace).
+        params = SamplingParams(max_new_tokens=self.max_new_tokens, greedy=True, stop=['"}'])
         results: list[AnalysisResult] = []
         for start in range(0, len(prompts), self.batch_size):
             gens = self.backend.generate(prompts[start:start + self.batch_size], params, seed=self.seed)
