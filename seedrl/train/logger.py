@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -60,12 +59,6 @@ class MetricsLogger:
             f.write(json.dumps(row) + "\n")
         if self.tb is not None:
             self.tb.add_scalar(f"eval/{res['split']}/success_rate", res["success_rate"], res.get("iteration", 0))
-
-    @contextmanager
-    def timed(self, name: str):
-        t0 = time.perf_counter()
-        yield
-        self.last_time = (name, time.perf_counter() - t0)
 
     @contextmanager
     def progress(self, total: int, start: int):

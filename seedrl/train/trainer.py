@@ -381,8 +381,7 @@ class Trainer:
         c = self.cfg
         summary: dict[str, Any] = {}
         if self.iteration == 0 and c.eval.num_tasks != 0:
-            with self.logger.timed("eval"):
-                summary["eval_before"] = self.run_eval("iter_000000")
+            summary["eval_before"] = self.run_eval("iter_000000")
             self.logger.log_eval(summary["eval_before"])
         target = c.iterations if stop_after is None else min(c.iterations, self.iteration + stop_after)
         with self.logger.progress(total=c.iterations, start=self.iteration) as advance:
