@@ -8,7 +8,6 @@ sokoban -> success on the fixed valid panel before and after RL, with 95% interv
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 
@@ -17,16 +16,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from seedrl.config import SFTConfig, TrainConfig, load_config
+from seedrl.provenance import git_commit
 from seedrl.train.sft import run_sft
 from seedrl.train.trainer import Trainer
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except Exception:
-        return "unknown"
 
 
 def run_demo(out: Path, config: Path, sft_config: Path, overrides: list[str], console: Console) -> dict:
@@ -49,7 +41,7 @@ def run_demo(out: Path, config: Path, sft_config: Path, overrides: list[str], co
     rl_s = time.perf_counter() - t0
     before, after = summary["eval_before"], summary["eval_after"]
     result = {
-        "commit": _commit(), "seconds_total": time.perf_counter() - t_start, "seconds_sft": sft_s,
+        "commit": git_commit(), "seconds_total": time.perf_counter() - t_start, "seconds_sft": sft_s,
         "seconds_rl": rl_s, "rl_iterations": cfg.iterations, "panel": f"{before['env']}/{before['split']}",
         "panel_hash": before["panel_hash"], "num_tasks": before["num_tasks"],
         "success_before_rl": before["success_rate"], "ci95_before_rl": before["ci95"],

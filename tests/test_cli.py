@@ -115,3 +115,20 @@ def test_analyze_with_the_oracle_writes_sft_pairs_with_provenance(tmp_path):
         assert row["provenance"]["analyzer"] == "oracle" and row["provenance"]["panel_hash"]
     meta = json.loads((tmp_path / "stage1.jsonl.meta.json").read_text())
     assert meta["kept"] == 4 and meta["trajectories"] == 4
+
+
+def test_demo_pipeline_writes_before_and_after_results(tmp_path):
+    (tmp_path / "sft.yaml").write_text(
+        "model: {name: tiny-micro}\nenv: {name: sokoban, max_steps: 3, history_length: 0}\n"
+        "demo_tasks: 4\nepochs: 1\nbatch_size: 8\nmicro_batch_size: 8\neval: {num_tasks: 0}\n")
+    (tmp_path / "rl.yaml").write_text(
+        "iterations: 1\nsave_every: 1\nmodel: {name: tiny-micro}\nenv: {name: sokoban, max_steps: 3, history_length: 0}\n"
+        "rollout: {tasks_per_batch: 2, group_size: 2, max_new_tokens: 8}\neval: {num_tasks: 4, batch_size: 4}\n"
+        "log: {progress: false}\n")
+    r = runner.invoke(app, ["demo", "--out", str(tmp_path / "d"), "--config", str(tmp_path / "rl.yaml"),
+                            "--sft-config", str(tmp_path / "sft.yaml")])
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "d" / "results.json").read_text())
+    assert res["num_tasks"] == 4 and res["panel"] == "sokoban/valid_seen" and res["rl_iterations"] == 1
+    assert {"success_before_rl", "success_after_rl", "tasks_won_only_after_rl"} <= set(res)
+    assert "paired on the same 4 tasks" in (tmp_path / "d" / "results.md").read_text()

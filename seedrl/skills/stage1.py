@@ -9,7 +9,6 @@ goes into every row and into ``<out>.meta.json``.
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -18,18 +17,11 @@ from seedrl.config import TrainConfig
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class, make_env
 from seedrl.models.loading import load_model, load_tokenizer
+from seedrl.provenance import git_commit
 from seedrl.rollout.backends import SamplingParams, make_backend
 from seedrl.rollout.runner import RolloutSettings, rollout
 from seedrl.skills.prompts import analysis_messages, skill_target
 from seedrl.train.methods import make_analyzer
-
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              check=True).stdout.strip()
-    except Exception:
-        return "unknown"
 
 
 def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, temperature: float = 0.4,
@@ -50,7 +42,7 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
         sampling=SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=temperature))
     provenance = {"analyzer": analyzer.name, "analyzer_model": cfg.skills.api.model if analyzer.name == "api"
                   else (m.name if analyzer.name == "self" else None), "policy_model": m.name,
-                  "commit": _commit(), "env": e.name, "env_kwargs": e.kwargs, "panel": f"{e.name}/{e.train_split}",
+                  "commit": git_commit(), "env": e.name, "env_kwargs": e.kwargs, "panel": f"{e.name}/{e.train_split}",
                   "panel_hash": panel.hash, "tasks": len(task_ids), "rollouts": rollouts,
                   "temperature": temperature, "seed": cfg.seed}
     kept = total = wins = 0
