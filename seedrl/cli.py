@@ -107,7 +107,7 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
     _setup_logging(verbose)
     try:
         from seedrl.config import TrainConfig, load_config
-        from seedrl.skills.stage1 import run_analyze
+        from seedrl.train.stage1 import run_analyze
 
         overrides = _with_model(set_, model) + [f"skills.analyzer={analyzer}"] + ([f"env.name={env}"] if env else [])
         cfg = load_config(TrainConfig, config, overrides)

@@ -174,6 +174,4 @@ BACKENDS = ("hf",)
 def make_backend(name: str, model, tokenizer) -> GenerationBackend:
     if name == "hf":
         return HFBackend(model, tokenizer)
-    if name == "vllm":
-        raise SeedRLError("the vllm backend is not implemented yet; use backend=hf")
     raise unknown_name("generation backend", name, BACKENDS)

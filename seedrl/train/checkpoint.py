@@ -93,13 +93,11 @@ def load_trainer_state(ckpt: Path, model, optimizer, scheduler=None) -> dict[str
     """Restore weights (in place), optimizer, scheduler and RNG; return ``state.json``."""
     if not (ckpt / COMPLETE).exists():
         raise SeedRLError(f"checkpoint {ckpt} is incomplete (no {COMPLETE} marker)")
-    if (ckpt / "trainable.safetensors").exists():
-        from safetensors.torch import load_file
+    from safetensors.torch import load_file
 
+    if (ckpt / "trainable.safetensors").exists():
         model.load_state_dict(load_file(str(ckpt / "trainable.safetensors")))
     else:
-        from safetensors.torch import load_file
-
         sd: dict[str, torch.Tensor] = {}
         for f in sorted((ckpt / "model").glob("*.safetensors")):
             sd.update(load_file(str(f)))

@@ -134,8 +134,9 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
     return losses
 
 
-def run_sft(cfg: SFTConfig, eval_before: bool = False) -> dict[str, Any]:
-    """Build the data, fine-tune, save ``run_dir/model``; evaluate on the eval panel if asked."""
+def run_sft(cfg: SFTConfig) -> dict[str, Any]:
+    """Build the data, fine-tune, save ``run_dir/model``; evaluate on the eval panel unless
+    ``eval.num_tasks`` is 0."""
     from rich.progress import Progress
 
     from seedrl.eval.evaluate import evaluate
@@ -178,8 +179,6 @@ def run_sft(cfg: SFTConfig, eval_before: bool = False) -> dict[str, Any]:
         (run_dir / f"eval_{tag}.json").write_text(json.dumps(res, indent=1))
         return res
 
-    if eval_before and cfg.eval.num_tasks != 0:
-        summary["eval_before"] = run_eval("before")
     t0 = time.perf_counter()
     with Progress() as prog:
         task = prog.add_task("sft", total=None)

@@ -88,7 +88,6 @@ class Trainer:
         self.analyzer = make_analyzer(cfg, self.backend, self.tokenizer) if self.method.uses_skills else None
 
         e = cfg.env
-        self.env_title = env_class(e.name).title or e.name
         self.train_panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
         self.eval_panel = build_panel(e.name, cfg.eval.split, None, **e.kwargs)
         self.train_panel.save(self.run_dir / "panel_train.json")
@@ -129,20 +128,11 @@ class Trainer:
         return out
 
     # ------------------------------------------------------------------ stages
-    def rollout_settings(self, greedy: bool = False) -> RolloutSettings:
-        c = self.cfg
-        return RolloutSettings(
-            env_title=self.env_title, max_steps=c.env.max_steps, history_length=c.env.history_length,
-            max_prompt_tokens=c.rollout.max_prompt_tokens, step_timeout_s=c.env.step_timeout_s,
-            env_workers=c.env.workers,
-            sampling=SamplingParams(max_new_tokens=c.rollout.max_new_tokens, temperature=c.rollout.temperature,
-                                    top_p=c.rollout.top_p, greedy=greedy))
-
     def collect(self, timings: dict[str, float]) -> list[Trajectory]:
         tasks = self.next_tasks()
         e = self.cfg.env
         trajs = rollout(self.backend, self.tokenizer, lambda: make_env(e.name, **e.kwargs), tasks,
-                        self.cfg.rollout.group_size, self.rollout_settings(),
+                        self.cfg.rollout.group_size, rollout_settings(self.cfg),
                         seed=self.cfg.seed * 100_003 + self.iteration, traj_offset=self.traj_counter,
                         timings=timings)
         self.traj_counter += len(trajs)
@@ -402,6 +392,16 @@ class Trainer:
             self.logger.log_eval(summary["eval_after"])
         self.logger.close()
         return summary
+
+
+def rollout_settings(cfg: TrainConfig, temperature: float | None = None) -> RolloutSettings:
+    """The rollout settings a run config implies (``temperature`` overrides the training one)."""
+    return RolloutSettings(
+        env_title=env_class(cfg.env.name).title or cfg.env.name, max_steps=cfg.env.max_steps,
+        history_length=cfg.env.history_length, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
+        step_timeout_s=cfg.env.step_timeout_s, env_workers=cfg.env.workers,
+        sampling=SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, top_p=cfg.rollout.top_p,
+                                temperature=cfg.rollout.temperature if temperature is None else temperature))
 
 
 def training_samples(trajs: list[Trajectory]) -> list[StepSample]:

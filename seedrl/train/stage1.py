@@ -15,13 +15,14 @@ from typing import Any
 
 from seedrl.config import TrainConfig
 from seedrl.envs.panels import build_panel
-from seedrl.envs.registry import env_class, make_env
+from seedrl.envs.registry import make_env
 from seedrl.models.loading import load_model, load_tokenizer
 from seedrl.provenance import git_commit
-from seedrl.rollout.backends import SamplingParams, make_backend
-from seedrl.rollout.runner import RolloutSettings, rollout
+from seedrl.rollout.backends import make_backend
+from seedrl.rollout.runner import rollout
 from seedrl.skills.prompts import analysis_messages, skill_target
 from seedrl.train.methods import make_analyzer
+from seedrl.train.trainer import rollout_settings
 
 
 def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, temperature: float = 0.4,
@@ -36,10 +37,7 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
     analyzer = make_analyzer(cfg, backend, tok)
     panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
     task_ids = list(panel.task_ids[:tasks])
-    settings = RolloutSettings(
-        env_title=env_class(e.name).title or e.name, max_steps=e.max_steps, history_length=e.history_length,
-        max_prompt_tokens=cfg.rollout.max_prompt_tokens, step_timeout_s=e.step_timeout_s, env_workers=e.workers,
-        sampling=SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, temperature=temperature))
+    settings = rollout_settings(cfg, temperature=temperature)
     provenance = {"analyzer": analyzer.name, "analyzer_model": cfg.skills.api.model if analyzer.name == "api"
                   else (m.name if analyzer.name == "self" else None), "policy_model": m.name,
                   "commit": git_commit(), "env": e.name, "env_kwargs": e.kwargs, "panel": f"{e.name}/{e.train_split}",
