@@ -49,6 +49,16 @@ def test_save_and_reload_by_path_is_exact(tmp_path, tiny_model, tiny_tokenizer):
     assert tok.chat_template == tiny_tokenizer.chat_template
 
 
+def test_saved_tokenizer_encodes_as_the_builtin_one(tmp_path, tiny_model, tiny_tokenizer):
+    # next to a qwen2 config.json, AutoTokenizer used to load Qwen2Tokenizer with Qwen2's
+    # pre-tokenizer: " 1" became "Ġ", "1" after SFT although the model was trained on "Ġ1"
+    save_model(tiny_model, tiny_tokenizer, tmp_path / "m")
+    tok = load_tokenizer(str(tmp_path / "m"))
+    text = "<action>take tissuebox 1 from sidetable 12</action> push (3,4)"
+    assert tok(text)["input_ids"] == tiny_tokenizer(text)["input_ids"]
+    assert (tok.eos_token, tok.pad_token, tok.padding_side) == (tiny_tokenizer.eos_token, tiny_tokenizer.pad_token, "left")
+
+
 def test_lora_trains_only_adapters_and_saves_merged(tmp_path, tiny_tokenizer):
     m = load_model("tiny-micro", tokenizer=tiny_tokenizer, lora={"r": 4})
     trainable = [n for n, p in m.named_parameters() if p.requires_grad]

@@ -7,6 +7,7 @@ tokenizer shipped in the package: no file is downloaded, ever. Anything else goe
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,19 @@ def resolve_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
+_GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
+
+
+def _declared_class(path: str) -> str | None:
+    cfg = Path(path) / "tokenizer_config.json"
+    if not cfg.is_file():
+        return None
+    try:
+        return json.loads(cfg.read_text()).get("tokenizer_class")
+    except (OSError, ValueError):
+        return None
+
+
 def load_tokenizer(name_or_path: str):
     """The tokenizer of a model; built-in names use the shipped one. Padding is on the left."""
     from transformers import AutoTokenizer
@@ -39,7 +53,15 @@ def load_tokenizer(name_or_path: str):
     if name_or_path in TINY_CONFIGS and not (ASSET_DIR / "tokenizer.json").exists():
         raise SeedRLError(f"built-in tokenizer missing at {ASSET_DIR}; run `python -m seedrl.models.tokenizer`")
     try:
-        tok = AutoTokenizer.from_pretrained(path)
+        if _declared_class(path) in _GENERIC_TOKENIZERS:
+            # A folder holding a tokenizer.json of its own (ours, saved next to a qwen2 config):
+            # AutoTokenizer would pick the class by model_type (Qwen2Tokenizer) and replace the file's
+            # pre-tokenizer with Qwen2's, so " 1" no longer encodes as at training time.
+            from transformers import PreTrainedTokenizerFast
+
+            tok = PreTrainedTokenizerFast.from_pretrained(path)
+        else:
+            tok = AutoTokenizer.from_pretrained(path)
     except OSError as exc:
         raise SeedRLError(f"cannot load tokenizer {name_or_path!r}: {str(exc).splitlines()[0]}; built-in "
                           f"models: {', '.join(TINY_CONFIGS)}") from exc
