@@ -295,10 +295,15 @@ def _resolve_checkpoint(spec: str, latest_checkpoint, load_config, TrainConfig):
             raise SeedRLError(f"run folder {spec} has no complete checkpoint")
         run_cfg = load_config(TrainConfig, p / "config.yaml")
         return str(ck / "model"), run_cfg
-    if (p / "model").is_dir():  # a checkpoint folder
+    if (p / "model").is_dir():  # a checkpoint folder, or an SFT run folder (its model/ and config.yaml)
         cfg_path = p.parent.parent / "config.yaml"
         if cfg_path.exists():
             run_cfg = load_config(TrainConfig, cfg_path)
+        elif (p / "config.yaml").exists():
+            from seedrl.config import SFTConfig
+
+            sft = load_config(SFTConfig, p / "config.yaml")
+            run_cfg = TrainConfig(model=sft.model, env=sft.env, eval=sft.eval)
         return str(p / "model"), run_cfg
     return spec, None
 

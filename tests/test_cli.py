@@ -89,7 +89,8 @@ def test_sft_on_jsonl_data_saves_a_loadable_model(tmp_path):
     rows.append({"messages": [{"role": "user", "content": "x"}], "response": "<action>left</action>"})
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     r = runner.invoke(app, ["sft", "--model", "tiny-micro", "--data", str(data), "--set", f"run_dir={tmp_path}/r",
-                            "--set", "epochs=3", "--set", "batch_size=4", "--set", "eval.num_tasks=0"])
+                            "--set", "epochs=3", "--set", "batch_size=4", "--set", "eval.num_tasks=0",
+                            "--set", "env.kwargs={dim: [5, 5]}"])
     assert r.exit_code == 0, r.output
     assert "7 examples" in r.output
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
@@ -97,6 +98,12 @@ def test_sft_on_jsonl_data_saves_a_loadable_model(tmp_path):
     from seedrl.models.loading import load_model
 
     load_model(str(tmp_path / "r" / "model"))
+    # the SFT run folder is a checkpoint for `seedrl eval`: its env and env options come from its config
+    r = runner.invoke(app, ["eval", "--checkpoint", str(tmp_path / "r"), "--num-tasks", "1", "--max-steps", "1",
+                            "--split", "valid_seen", "--out", str(tmp_path / "e.json")])
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "e.json").read_text())
+    assert res["model"] == str(tmp_path / "r" / "model") and res["env_kwargs"] == {"dim": [5, 5]}
 
 
 def test_analyze_with_the_oracle_writes_sft_pairs_with_provenance(tmp_path):
