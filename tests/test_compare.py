@@ -110,17 +110,29 @@ def test_report_rendered_from_the_stored_fixture_shows_its_numbers(tmp_path):
         assert needle in md, needle
 
 
+def test_hand_written_notes_close_the_report(tmp_path):
+    from seedrl.eval.compare import load_cells
+    from seedrl.report.compare_report import write_report
+
+    write_report(load_cells(FIXTURE), tmp_path, baseline="grpo")
+    assert "Investigation notes" not in (tmp_path / "report.md").read_text()
+    (tmp_path / "notes.md").write_text("The parse rate was 0.8 (`seedrl compare ...`).\n")
+    write_report(load_cells(FIXTURE), tmp_path, baseline="grpo")
+    md = (tmp_path / "report.md").read_text()
+    assert md.index("## Learning curves") < md.index("## Investigation notes") < md.index("The parse rate was 0.8")
+
+
 @pytest.mark.parametrize("result_dir", sorted(p.parent for p in RESULTS.glob("*/cells")) or [None])
 def test_committed_reports_match_the_cells_they_were_rendered_from(tmp_path, result_dir):
     if result_dir is None:
         pytest.skip("no committed comparison under benchmarks/results")
     from seedrl.eval.compare import load_cells
-    from seedrl.report.compare_report import render_markdown, summarize
+    from seedrl.report.compare_report import read_notes, render_markdown, summarize
 
     committed = (result_dir / "report.md").read_text()
     s = summarize(load_cells(result_dir), baseline="grpo")
     s["header"]["rendered_by"] = json.loads((result_dir / "summary.json").read_text())["header"]["rendered_by"]
-    assert render_markdown(s) == committed
+    assert render_markdown(s, read_notes(result_dir)) == committed
 
 
 # ------------------------------------------------------------------------------------ end to end

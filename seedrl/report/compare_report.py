@@ -215,7 +215,8 @@ def _table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def render_markdown(s: dict[str, Any]) -> str:
+def render_markdown(s: dict[str, Any], notes: str | None = None) -> str:
+    """The report; ``notes`` (the comparison folder's hand-written ``notes.md``) closes it."""
     h = s["header"]
     base = s["baseline"]
     sp_all = s["splits"]
@@ -311,7 +312,16 @@ def render_markdown(s: dict[str, Any]) -> str:
             at = {p["episodes"]: p for p in s["curves"][m][sp]}
             rows.append([m, *[_f(at[e]["mean"]) if e in at else "–" for e in eps]])
         L += [f"{sp}:", "", _table(["method \\ episodes", *[str(e) for e in eps]], rows), ""]
+    if notes and notes.strip():
+        L += ["## Investigation notes", "",
+              "_Written by hand in `notes.md` next to this report, each figure with the command that produced "
+              "it; not computed from the cells._", "", notes.strip(), ""]
     return "\n".join(L)
+
+
+def read_notes(out: Path) -> str | None:
+    p = Path(out) / "notes.md"
+    return p.read_text() if p.is_file() else None
 
 
 # ---------------------------------------------------------------------------------------- plot
@@ -344,11 +354,12 @@ def plot_curves(s: dict[str, Any], path: Path) -> None:
 
 def write_report(cells: list[dict[str, Any]], out: Path, baseline: str = "grpo",
                  rendered_by: str | None = None) -> dict[str, Any]:
-    """summary.json, report.md and curves.png under ``out``, all from ``cells``."""
+    """summary.json, report.md and curves.png under ``out``, all from ``cells`` (plus ``out/notes.md``,
+    if present, at the end of report.md)."""
     out.mkdir(parents=True, exist_ok=True)
     s = summarize(cells, baseline)
     s["header"]["rendered_by"] = rendered_by
     (out / "summary.json").write_text(json.dumps(s, indent=1))
-    (out / "report.md").write_text(render_markdown(s))
+    (out / "report.md").write_text(render_markdown(s, read_notes(out)))
     plot_curves(s, out / "curves.png")
     return s
