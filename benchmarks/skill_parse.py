@@ -28,10 +28,15 @@ def parse_stats(rows: list[dict]) -> dict:
 
 
 def stage1_mix(path: Path) -> dict:
-    """Successful vs failed trajectories among Stage-1 SFT rows (the oracle's summary says which)."""
-    rows = [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
-    succ = sum('"Succeeded' in r["response"] for r in rows)
+    """Successful vs failed trajectories among Stage-1 SFT rows (``seedrl analyze`` records each row's
+    ``success``)."""
+    rows = _jsonl(path)
+    succ = sum(bool(r.get("success")) for r in rows)
     return {"rows": len(rows), "success": succ, "failure": len(rows) - succ}
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
 def _fmt(s: dict) -> str:
@@ -46,7 +51,7 @@ def main() -> None:
     a = ap.parse_args()
     every: list[dict] = []
     for run in a.runs:
-        rows = [json.loads(ln) for ln in (run / "skills.jsonl").read_text().splitlines() if ln.strip()]
+        rows = _jsonl(run / "skills.jsonl")
         every += rows
         print(f"{run}: {_fmt(parse_stats(rows))}")
     print(f"all: {_fmt(parse_stats(every))}")
