@@ -158,6 +158,9 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
           precision: str = typer.Option("auto", "--precision", help="compute precision: auto (bf16 where the "
                                         "device computes it natively) | fp32 | bf16"),
           out: Optional[Path] = typer.Option(None, "--out", help="write the full result JSON here"),
+          set_: Optional[list[str]] = typer.Option(None, "--set", help="override a key of the run's config (or "
+                                                  "of the defaults), e.g. --set skills.max_obs_chars=400 for "
+                                                  "the --with-skills analyzer (repeatable)"),
           with_skills: Optional[str] = typer.Option(None, "--with-skills", help="DIAGNOSTIC instead of the "
                                                     "evaluation: play each task, let the analyzer (oracle | self) "
                                                     "write a skill about it, play it again with the skill in the "
@@ -188,6 +191,10 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
                               "--sample for sampled evaluation under several seeds")
         split_list = list(dict.fromkeys(splits or ["valid_unseen"]))
         model_path, run_cfg = _resolve_checkpoint(checkpoint, latest_checkpoint, load_config, TrainConfig)
+        if set_:
+            from seedrl.config import with_overrides
+
+            run_cfg = with_overrides(run_cfg or TrainConfig(), set_)
         env_name = env or (run_cfg.env.name if run_cfg else None)
         if env_name is None:
             raise SeedRLError("--env is required when the checkpoint is not inside a run folder")
@@ -260,7 +267,8 @@ def _skill_lift(source: str, backend, tok, model, panels, settings, seed_list, r
     results = {p.split: skill_lift(backend, tok, model, p, analyzer, seed=seed_list[0], bf16=prec.bf16, **settings)
                for p in panels}
     res = {"diagnostic": "skill_lift", "model": model_path, "env": env_name, "analyzer": source,
-           "commit": git_commit(), "precision": prec.describe(), "config": {"eval": settings}, "panels": results}
+           "commit": git_commit(), "precision": prec.describe(),
+           "config": {"eval": settings, "skills": cfg.skills.model_dump(mode="json")}, "panels": results}
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(res, indent=1))

@@ -285,5 +285,18 @@ def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: l
         raise _explain(exc, cls) from None
 
 
+def with_overrides(cfg: _Strict, overrides: list[str] | None):
+    """A copy of ``cfg`` with ``key=value`` overrides applied (validated like a loaded config)."""
+    if not overrides:
+        return cfg
+    data = cfg.model_dump(mode="json")
+    for key, value in parse_overrides(overrides):
+        _set_path(data, key, value)
+    try:
+        return type(cfg).model_validate(data)
+    except ValidationError as exc:
+        raise _explain(exc, type(cfg)) from None
+
+
 def save_config(cfg: BaseModel, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))

@@ -49,9 +49,13 @@ def test_the_probe_stays_out_of_seedrl_eval(tmp_path):
     r = runner.invoke(app, base + ["--out", str(tmp_path / "plain.json")])
     plain = json.loads((tmp_path / "plain.json").read_text())
     assert r.exit_code == 0 and "diagnostic" not in plain and "DIAGNOSTIC" not in r.output
-    r = runner.invoke(app, base + ["--with-skills", "oracle", "--out", str(tmp_path / "lift.json")])
+    r = runner.invoke(app, base + ["--with-skills", "oracle", "--out", str(tmp_path / "lift.json"),
+                                   "--set", "skills.max_obs_chars=120"])
     lift = json.loads((tmp_path / "lift.json").read_text())
     assert r.exit_code == 0 and lift["diagnostic"] == "skill_lift" and "DIAGNOSTIC skill lift" in r.output
+    assert lift["config"]["skills"]["max_obs_chars"] == 120 and lift["config"]["skills"]["analyzer"] == "oracle"
     assert "success_rate" not in lift["panels"]["valid_seen"]  # never reported as a success rate
     r = runner.invoke(app, base + ["--with-skills", "nope"])
     assert r.exit_code == 2 and "oracle or self" in r.output
+    r = runner.invoke(app, base + ["--set", "skills.max_obs_chrs=1"])
+    assert r.exit_code == 2 and "unknown config key 'skills.max_obs_chrs'" in r.output
