@@ -21,14 +21,17 @@ Rewards follow verl-agent: the episode reward is ``10 * won`` unless an env docu
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, Union
+from typing import Annotated, Any, ClassVar, TypeVar, Union
 
-from seedrl.errors import SeedRLError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
+
+from seedrl.errors import SeedRLError, unknown_name
 
 WIN_REWARD = 10.0
 
@@ -164,6 +167,144 @@ def _check_type(value: Any, tp: Any, key: str, state: str) -> None:
         raise wrong()
 
 
+# -- typed env options ---------------------------------------------------------------------------
+def _int(v: Any) -> int:
+    """An integer option: ``2``, ``2.0`` and ``"2"`` are the same; ``2.5``, ``True``, ``"5x5"`` are errors
+    (never truncated, never a bool)."""
+    if isinstance(v, bool):
+        raise ValueError("a boolean is not an integer")
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        if v.is_integer():
+            return int(v)
+        raise ValueError("not a whole number (options are never rounded)")
+    if isinstance(v, str):
+        try:
+            return int(v.strip())
+        except ValueError:
+            raise ValueError("not an integer") from None
+    raise ValueError(f"expected an integer, not {type(v).__name__}")
+
+
+def _float(v: Any) -> float:
+    if isinstance(v, bool):
+        raise ValueError("a boolean is not a number")
+    if isinstance(v, (int, float)):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v.strip())
+        except ValueError:
+            raise ValueError("not a number") from None
+    raise ValueError(f"expected a number, not {type(v).__name__}")
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    raise ValueError(f"expected true or false (a YAML boolean), not {type(v).__name__}")
+
+
+def _str(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    raise ValueError(f"expected a string, not {type(v).__name__}")
+
+
+def _path(v: Any) -> str:
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
+    return _str(v)
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    if isinstance(v, (list, tuple)):
+        if len(v) != 2:
+            raise ValueError(f"needs exactly 2 values, not {len(v)}")
+        return _int(v[0]), _int(v[1])
+    n = _int(v)
+    return n, n
+
+
+#: ``[a, b]`` of integers from a pair or one integer (``n`` -> ``(n, n)``); ``ValueError`` otherwise
+int_pair = _pair
+
+
+def _str_list(v: Any) -> tuple[str, ...]:
+    if isinstance(v, str) or not isinstance(v, (list, tuple)):
+        raise ValueError(f"expected a list of strings, not {type(v).__name__}")
+    return tuple(_str(x) for x in v)
+
+
+def _str_list_or_words(v: Any) -> tuple[str, ...]:
+    return tuple(v.split()) if isinstance(v, str) else _str_list(v)
+
+
+#: option types: lossless spellings are equal (``2``/``2.0``/``"2"``; ``4``/``[4, 4]``), lossy ones are errors
+Int = Annotated[int, BeforeValidator(_int)]
+Float = Annotated[float, BeforeValidator(_float)]
+Bool = Annotated[bool, BeforeValidator(_bool)]
+Str = Annotated[str, BeforeValidator(_str)]
+#: a file or folder: a string or a ``pathlib.Path``, kept as the string given
+PathStr = Annotated[str, BeforeValidator(_path)]
+#: ``[a, b]`` of integers; one integer ``n`` means ``[n, n]``
+IntPair = Annotated[tuple[int, int], BeforeValidator(_pair)]
+StrList = Annotated[tuple[str, ...], BeforeValidator(_str_list)]
+#: a list of strings, or one string of space-separated words
+Words = Annotated[tuple[str, ...], BeforeValidator(_str_list_or_words)]
+
+_E = TypeVar("_E", bound="EnvOptions")
+
+
+class EnvOptions(BaseModel):
+    """The typed options (env kwargs) of one environment: a pydantic model per env, shared by its
+    constructor and its ``panel_task_ids``. Unknown names are errors listing the valid ones; a value of
+    the wrong type is a :class:`SeedRLError` naming the option and what it accepts (the field's
+    ``description``); lossless spellings normalise to one value (:data:`Int`, :data:`IntPair`).
+
+    ``local`` names the options that only say where or how this machine runs the env (cache and data
+    folders, servers, JVM sizes, timeouts): they never change which tasks a panel holds, so they are
+    left out of :meth:`identity` and of the panel hash."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    env_name: ClassVar[str] = "env"
+    local: ClassVar[frozenset[str]] = frozenset()
+
+    @classmethod
+    def parse(cls: type[_E], kwargs: Mapping[str, Any] | None = None) -> _E:
+        """The validated options of ``kwargs``, or a one-line :class:`SeedRLError`."""
+        if isinstance(kwargs, cls):
+            return kwargs
+        kwargs = dict(kwargs or {})
+        for k in kwargs:
+            if k not in cls.model_fields:
+                raise unknown_name(f"{cls.env_name} env option", str(k), sorted(cls.model_fields))
+        try:
+            return cls.model_validate(kwargs)
+        except ValidationError as exc:
+            raise option_error(cls, exc) from None
+
+    def identity(self) -> dict[str, Any]:
+        """The normalised options that define tasks (JSON values, local options left out): what a
+        panel hash covers. Envs whose options name files override this to hash the files' content."""
+        return {k: v for k, v in self.model_dump(mode="json").items() if k not in self.local}
+
+
+def option_error(cls: type[EnvOptions], exc: ValidationError) -> SeedRLError:
+    """One line naming the first bad option, what it got and what it accepts."""
+    err = exc.errors()[0]
+    loc = [str(x) for x in err.get("loc", ())]
+    name = loc[0] if loc else "(options)"
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    field = cls.model_fields.get(name)
+    accepts = f"; accepted: {field.description}" if field is not None and field.description else ""
+    where = name + "".join(f"[{x}]" for x in loc[1:])
+    got = err.get("input")
+    return SeedRLError(f"{cls.env_name} env option {where}: {msg}, got {got!r}{accepts}")
+
+
 # -- the protocol ---------------------------------------------------------------------------------
 class Env(ABC):
     """Base class of environments. Subclasses set ``name`` and implement the abstract methods."""
@@ -181,6 +322,8 @@ class Env(ABC):
     #: sets its own, which must start with ``TURN_LINE`` (skills are placed relative to it), and
     #: overrides :meth:`parse_action` to match.
     instruction: str | None = None
+    #: the typed options (env kwargs) of the env; ``None`` (toy envs): the raw kwargs identify the tasks
+    options_model: ClassVar[type[EnvOptions] | None] = None
     #: the third-party packages the env runs on (``seedrl env`` reports their versions)
     packages: tuple[str, ...] = ()
     #: generation stops once one of these strings is produced (the closing tag of an action)
@@ -196,6 +339,19 @@ class Env(ABC):
     def panel_task_ids(cls, split: str, size: int, **env_kwargs: Any) -> list[str]:
         """The task ids of a split, a pure function of (split, size, env kwargs): no RNG state,
         no worker count, no run seed."""
+
+    @classmethod
+    def parse_options(cls, env_kwargs: Mapping[str, Any]) -> EnvOptions | None:
+        """The validated options of ``env_kwargs`` (:class:`SeedRLError` on a bad one); ``None`` for an
+        env without an options model."""
+        return cls.options_model.parse(env_kwargs) if cls.options_model is not None else None
+
+    @classmethod
+    def option_identity(cls, env_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """What of ``env_kwargs`` defines the tasks: the normalised, validated options without the
+        machine-local ones (the raw kwargs for an env without an options model)."""
+        opts = cls.parse_options(env_kwargs)
+        return opts.identity() if opts is not None else dict(env_kwargs)
 
     @classmethod
     def task_type(cls, task_id: str) -> str:

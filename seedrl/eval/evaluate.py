@@ -1,7 +1,12 @@
 """Fixed-panel evaluation: every task of a panel played once, the same tasks for every run.
 
 Evaluation prompts are the plain step prompts of ``seedrl.agent`` (never a skill). Results carry
-the panel hash so two numbers are only compared when they were measured on the same tasks.
+the hash of the tasks actually played (``panel_hash``: the panel's, or with ``num_tasks`` the hash
+of its seeded, type-stratified subset, :meth:`Panel.subset`) with their count (``num_tasks``), and
+the full panel's hash and size (``full_panel_hash``, ``panel_size``), so two numbers are only
+compared when they were measured on the same tasks. A panel none of whose tasks could even be
+played (every episode an env error, e.g. rooms that cannot be generated) is a :class:`SeedRLError`,
+not a success rate of 0.
 """
 
 from __future__ import annotations
@@ -11,8 +16,10 @@ import time
 from typing import Any
 
 from seedrl.envs.panels import Panel
-from seedrl.envs.registry import env_class, make_env
+from seedrl.envs.registry import env_class
+from seedrl.errors import SeedRLError
 from seedrl.rollout.backends import GenerationBackend, SamplingParams
+from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import RolloutSettings, rollout
 
 
@@ -42,23 +49,25 @@ def evaluate(
     num_tasks: int | None = None,
     step_timeout_s: float = 60.0,
     env_workers: int = 8,
+    executor: str = "thread",
 ) -> dict[str, Any]:
     """Play each task of ``panel`` once; return success rate (95% Wilson interval), score (mean
     episode reward), episode length, invalid-action rate, a per-task-type breakdown
     (``Env.task_type``) and per-task rows. Never depends on ``env_workers``."""
-    task_ids = list(panel.task_ids[:num_tasks] if num_tasks else panel.task_ids)
+    played = panel.subset(num_tasks)  # seeded, stratified by task type; the panel itself when num_tasks is None
+    task_ids = list(played.task_ids)
     cls = env_class(panel.env)
     settings = RolloutSettings(
         env_title=cls.title or panel.env, max_steps=max_steps, history_length=history_length,
         max_prompt_tokens=max_prompt_tokens,
         sampling=SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy,
                                 stop=list(cls.stop)),
-        step_timeout_s=step_timeout_s, env_workers=env_workers)
+        step_timeout_s=step_timeout_s, env_workers=env_workers, executor=executor)
     rows = []
     t0 = time.perf_counter()
     for start in range(0, len(task_ids), batch_size):
         chunk = task_ids[start:start + batch_size]
-        trajs = rollout(backend, tokenizer, lambda: make_env(panel.env, **panel.env_kwargs), chunk, 1, settings,
+        trajs = rollout(backend, tokenizer, EnvFactory(panel.env, panel.env_kwargs), chunk, 1, settings,
                         seed=seed + start, traj_offset=start)
         for t in trajs:
             rows.append({"task_id": t.task_id, "type": cls.task_type(t.task_id), "won": t.won,
@@ -66,8 +75,13 @@ def evaluate(
                          "invalid_format": t.num_format_invalid,
                          "truncated": t.truncated, "error": t.error,
                          "tokens": sum(len(s.response_ids) for s in t.steps)})
+    if rows and all(r["error"] is not None and r["steps"] == 0 for r in rows):
+        raise SeedRLError(f"none of the {len(rows)} tasks of {panel.env}/{panel.split} could be started (each "
+                          f"failed at reset, e.g. a task that cannot be generated); the first: "
+                          f"{rows[0]['task_id']}: {rows[0]['error']}")
     return {
-        "env": panel.env, "split": panel.split, "panel_hash": panel.hash, **summarize_rows(rows),
+        "env": panel.env, "split": panel.split, "panel_hash": played.hash,
+        "panel_size": len(panel), "full_panel_hash": panel.hash, **summarize_rows(rows),
         "by_type": {k: summarize_rows(v, ci=False) for k, v in sorted(_group(rows, "type").items())},
         "greedy": greedy, "temperature": None if greedy else temperature, "seed": seed,
         "time_s": time.perf_counter() - t0, "tasks": rows,
@@ -109,7 +123,8 @@ def combine_seeds(results: list[dict[str, Any]]) -> dict[str, Any]:
     first = results[0]
     rows = [r | {"seed": res["seed"]} for res in results for r in res["tasks"]]
     return {
-        "env": first["env"], "split": first["split"], "panel_hash": first["panel_hash"], **summarize_rows(rows),
+        "env": first["env"], "split": first["split"], "panel_hash": first["panel_hash"],
+        **{k: first[k] for k in ("panel_size", "full_panel_hash") if k in first}, **summarize_rows(rows),
         "num_panel_tasks": first["num_tasks"],
         "per_seed": [{"seed": r["seed"], "success_rate": r["success_rate"], "score": r["score"]} for r in results],
         "by_type": {k: summarize_rows(v, ci=False) for k, v in sorted(_group(rows, "type").items())},

@@ -25,7 +25,10 @@ trial_*/{traj_data.json, game.tw-pddl}`` as ``alfworld-download`` writes it. Gam
 ``"valid_seen/pick_and_place_simple-AlarmClock-None-Desk-307/trial_T20190907_072317_014092"``; a
 panel of the full split lists every game in sorted order (valid_seen 140, valid_unseen 134 games,
 train 3553); a smaller panel takes evenly spaced games from that order. ALFWorld's valid_unseen uses
-floor plans absent from train.
+floor plans absent from train. A game with a missing or unreadable file is skipped and named with the
+reason (a warning, and in the error when the split then has fewer games than the panel size); the env
+option ``allow_partial: true`` (part of the panel hash) accepts such a tree, its panel being every
+playable game. ``data_dir`` is machine-local: not part of the panel hash.
 
 Generated households (``alfworld-gen``): see :mod:`seedrl.envs.alfworld.gen` (task ids, the exact
 seen/unseen rule, determinism, cache).
@@ -40,10 +43,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import logging
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field, model_validator
 
 from seedrl.envs.alfworld import gen
 from seedrl.envs.alfworld.engine import (
@@ -54,8 +60,10 @@ from seedrl.envs.alfworld.engine import (
     release_engine,
 )
 from seedrl.envs.alfworld.state import AlfWorldPrivilegedState
-from seedrl.envs.base import WIN_REWARD, Env
+from seedrl.envs.base import WIN_REWARD, Bool, Env, EnvOptions, IntPair, PathStr, StrList
 from seedrl.errors import SeedRLError, unknown_name
+
+log = logging.getLogger(__name__)
 
 TITLE = "the ALFRED Embodied Environment"
 TASK_PREFIX = "Your task is to: "
@@ -261,36 +269,62 @@ def _split_dir(data_dir: Path, split: str) -> Path:
 
 
 @functools.lru_cache(maxsize=16)
-def _list_games(split_dir: str, mtime_ns: int) -> tuple[str, ...]:
-    """Relative ids of the playable games under a split folder, filtered as AlfredTWEnv does."""
+def _list_games(split_dir: str, mtime_ns: int) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """(relative ids of the playable games under a split folder, filtered as AlfredTWEnv does;
+    (id, reason) of every game skipped because it is broken: a missing or unreadable file). Games
+    ALFWorld's own filter leaves out (``movable``/``Sliced`` folders, other task types,
+    ``"solvable": false``) are not playable and not broken. Logs the broken games once per tree."""
     root = Path(split_dir)
-    out = []
-    for traj_file in sorted(root.rglob("traj_data.json")):
-        folder = traj_file.parent
+    out: list[str] = []
+    broken: list[tuple[str, str]] = []
+    for folder in sorted({p.parent for pattern in ("traj_data.json", "game.tw-pddl") for p in root.rglob(pattern)}):
         rel = folder.relative_to(root.parent).as_posix()
         if "movable" in rel or "Sliced" in rel:
             continue
-        game = folder / "game.tw-pddl"
+        traj_file, game = folder / "traj_data.json", folder / "game.tw-pddl"
+        if not traj_file.is_file():
+            broken.append((rel, "no traj_data.json"))
+            continue
         if not game.is_file():
+            broken.append((rel, "no game.tw-pddl"))
             continue
         try:
             traj = json.loads(traj_file.read_text())
-            if traj.get("task_type") not in gen.TASK_TYPES:
-                continue
+        except (OSError, ValueError) as e:
+            broken.append((rel, f"unreadable traj_data.json ({type(e).__name__}: {str(e)[:80]})"))
+            continue
+        if not isinstance(traj, dict) or traj.get("task_type") not in gen.TASK_TYPES:
+            continue
+        try:
             with open(game) as f:
-                head = f.read()
-            if not json.loads(head).get("solvable", False):
-                continue
-        except (OSError, ValueError):
-            continue  # a broken game is skipped here as ALFWorld does; playing it raises
+                data = json.loads(f.read())
+        except (OSError, ValueError) as e:
+            broken.append((rel, f"unreadable game.tw-pddl ({type(e).__name__}: {str(e)[:80]})"))
+            continue
+        if not isinstance(data, dict) or not data.get("solvable", False):
+            continue
         out.append(rel)
-    return tuple(out)
+    if broken:
+        log.warning("ALFWorld %s: skipped %d broken game(s): %s", root, len(broken), _describe(broken, limit=None))
+    return tuple(out), tuple(broken)
 
 
-def official_task_ids(data_dir: str | Path | None, split: str) -> tuple[str, ...]:
+def _describe(broken: Any, limit: int | None = 10) -> str:
+    items = [f"{rel} ({why})" for rel, why in broken]
+    if limit is not None and len(items) > limit:
+        items = items[:limit] + [f"... and {len(items) - limit} more (see the log)"]
+    return "; ".join(items)
+
+
+def official_games(data_dir: str | Path | None, split: str) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """(playable game ids, (id, reason) of the broken games skipped) of an official-layout split."""
     root = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
     d = _split_dir(root, split)
     return _list_games(str(d), _tree_mtime(d))
+
+
+def official_task_ids(data_dir: str | Path | None, split: str) -> tuple[str, ...]:
+    return official_games(data_dir, split)[0]
 
 
 def _tree_mtime(d: Path) -> int:
@@ -302,27 +336,50 @@ def _tree_mtime(d: Path) -> int:
     return m
 
 
+class AlfWorldOptions(EnvOptions):
+    """Env options of ``alfworld`` (official data)."""
+
+    env_name: ClassVar[str] = "alfworld"
+    local: ClassVar[frozenset[str]] = frozenset({"data_dir"})
+
+    data_dir: PathStr | None = Field(None, description="the folder holding json_2.1.1/ (default $ALFWORLD_DATA, "
+                                                       "else ~/.cache/alfworld)")
+    allow_partial: Bool = Field(False, description="true or false; true accepts a split with fewer playable games "
+                                                   "than the full download (its panel is then every playable game)")
+
+
 class AlfWorldEnv(_AlfWorldBase):
     """ALFWorld's official games (``alfworld-download``), one game per task id."""
 
     name = "alfworld"
     splits = dict(OFFICIAL_SPLITS)
+    options_model = AlfWorldOptions
 
-    def __init__(self, data_dir: str | Path | None = None, **unknown: Any) -> None:
+    def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()
-        _check_options(unknown, ["data_dir"], "alfworld")
+        self.options = AlfWorldOptions.parse(env_kwargs)
+        data_dir = self.options.data_dir
         self.data_dir = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
 
     @classmethod
-    def panel_task_ids(cls, split: str, size: int, data_dir: str | Path | None = None, **unknown: Any) -> list[str]:
-        """All playable games of the split in sorted order, or ``size`` evenly spaced ones."""
+    def panel_task_ids(cls, split: str, size: int, **env_kwargs: Any) -> list[str]:
+        """All playable games of the split in sorted order, or ``size`` evenly spaced ones. A split with
+        fewer playable games than ``size`` is an error naming every broken game and why, unless the
+        option ``allow_partial`` is true: then the panel is every playable game."""
         if split not in cls.splits:
             raise unknown_name("split of alfworld", split, list(cls.splits))
-        _check_options(unknown, ["data_dir"], "alfworld")
-        ids = official_task_ids(data_dir, split)
+        opts = AlfWorldOptions.parse(env_kwargs)
+        ids, broken = official_games(opts.data_dir, split)
+        skipped = f"; skipped {len(broken)} broken game(s): {_describe(broken)}" if broken else ""
         if size > len(ids):
-            raise SeedRLError(f"alfworld {split} has {len(ids)} playable games, fewer than the panel size {size}; "
-                              f"pass a smaller size (the full download has {OFFICIAL_SPLITS[split]})")
+            if not opts.allow_partial or not ids:
+                raise SeedRLError(f"alfworld {split} has {len(ids)} playable games, fewer than the panel size {size} "
+                                  f"(the full download has {OFFICIAL_SPLITS[split]}){skipped}; repair the data, pass "
+                                  f"a smaller size, or set the env option allow_partial: true to play the "
+                                  f"{len(ids)} playable games")
+            log.warning("alfworld %s: allow_partial: the panel holds the %d playable games, not %d%s",
+                        split, len(ids), size, skipped)
+            return list(ids)
         if size == len(ids):
             return list(ids)
         return [ids[i * len(ids) // size] for i in range(size)]
@@ -346,6 +403,37 @@ class AlfWorldEnv(_AlfWorldBase):
 
 
 # -- generated households ---------------------------------------------------------------------
+class AlfWorldGenOptions(EnvOptions):
+    """Env options of ``alfworld-gen`` (generated households; :mod:`seedrl.envs.alfworld.gen`)."""
+
+    env_name: ClassVar[str] = "alfworld-gen"
+    local: ClassVar[frozenset[str]] = frozenset({"cache_dir"})
+
+    cache_dir: PathStr | None = Field(None, description="a folder (default $SEEDRL_CACHE/alfworld-gen)")
+    receptacles: IntPair = Field((3, 6), description="[min, max] of integers with 2 <= min <= max <= 60 (3 for the "
+                                                     "pick_clean/heat/cool kinds), or one integer")
+    distractors: IntPair = Field((1, 3), description="[min, max] of integers with 0 <= min <= max <= 60, or one "
+                                                     "integer")
+    kinds: StrList = Field(tuple(gen.KINDS), description=f"a non-empty list of {', '.join(gen.KINDS)}")
+
+    @model_validator(mode="after")
+    def _check(self) -> AlfWorldGenOptions:
+        gen.GenOptions.make(self.receptacles, self.distractors)  # the ranges
+        if not self.kinds:
+            raise SeedRLError(f"alfworld-gen env option kinds: must be a non-empty list of {', '.join(gen.KINDS)}")
+        for k in self.kinds:
+            if k not in gen.KINDS:
+                raise unknown_name("alfworld-gen kind (env option kinds)", k, list(gen.KINDS))
+        too_big = [k for k in self.kinds if gen.MIN_RECEPTACLES[k] > self.receptacles[1]]
+        if too_big:
+            need = max(gen.MIN_RECEPTACLES[k] for k in too_big)
+            raise SeedRLError(f"alfworld-gen env option receptacles: {list(self.receptacles)} allows at most "
+                              f"{self.receptacles[1]}, but kind(s) {', '.join(too_big)} need at least {need} (the "
+                              f"target, the source and the appliance); raise max to {need} or drop those kinds")
+        return self
+
+
+
 class AlfWorldGenEnv(_AlfWorldBase):
     """Households generated by :mod:`seedrl.envs.alfworld.gen`, played on ALFWorld's engine."""
 
@@ -353,25 +441,24 @@ class AlfWorldGenEnv(_AlfWorldBase):
     version = gen.GENERATOR_VERSION
     splits = {"train": 600, "valid_seen": 60, "valid_unseen": 60}
 
-    def __init__(self, cache_dir: str | Path | None = None, receptacles: Any = (3, 6), distractors: Any = (1, 3),
-                 kinds: Any = tuple(gen.KINDS), **unknown: Any) -> None:
+    options_model = AlfWorldGenOptions
+
+    def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()
-        _check_options(unknown, _GEN_OPTIONS, "alfworld-gen")
-        self.opts = gen.GenOptions.make(receptacles, distractors)
-        self.kinds = _check_kinds(kinds)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else gen.default_cache_dir()
+        o = AlfWorldGenOptions.parse(env_kwargs)
+        self.options = o
+        self.opts = gen.GenOptions(o.receptacles, o.distractors)
+        self.kinds = o.kinds
+        self.cache_dir = Path(o.cache_dir) if o.cache_dir is not None else gen.default_cache_dir()
 
     @classmethod
-    def panel_task_ids(cls, split: str, size: int, cache_dir: str | Path | None = None, receptacles: Any = (3, 6),
-                       distractors: Any = (1, 3), kinds: Any = tuple(gen.KINDS), **unknown: Any) -> list[str]:
+    def panel_task_ids(cls, split: str, size: int, **env_kwargs: Any) -> list[str]:
         """Task i has kind ``kinds[i % len(kinds)]`` and seed ``split base + i``: a pure function of the
-        arguments (``cache_dir`` and the size options do not change the ids; the options are in the
-        panel's env kwargs, so its hash)."""
+        arguments (``cache_dir`` and the size options do not change the ids; the size options are in
+        the panel's options, so its hash)."""
         if split not in cls.splits:
             raise unknown_name("split of alfworld-gen", split, list(cls.splits))
-        _check_options(unknown, _GEN_OPTIONS, "alfworld-gen")
-        gen.GenOptions.make(receptacles, distractors)
-        ks = _check_kinds(kinds)
+        ks = AlfWorldGenOptions.parse(env_kwargs).kinds
         if not 0 <= size <= gen.SPLIT_RANGE:
             raise SeedRLError(f"alfworld-gen panel size must be in [0, {gen.SPLIT_RANGE}], got {size}")
         base = gen.SPLIT_SEED_BASE[split]
@@ -384,20 +471,3 @@ class AlfWorldGenEnv(_AlfWorldBase):
 
     def game_file(self, task_id: str) -> Path:
         return gen.ensure_game(task_id, self.cache_dir, self.opts)
-
-
-_GEN_OPTIONS = ["cache_dir", "receptacles", "distractors", "kinds"]
-
-
-def _check_kinds(kinds: Any) -> tuple[str, ...]:
-    if isinstance(kinds, str) or not kinds:
-        raise SeedRLError(f"alfworld-gen kinds must be a non-empty list of {', '.join(gen.KINDS)}; got {kinds!r}")
-    for k in kinds:
-        if k not in gen.KINDS:
-            raise unknown_name("alfworld-gen kind", k, list(gen.KINDS))
-    return tuple(kinds)
-
-
-def _check_options(unknown: dict[str, Any], valid: list[str], env: str) -> None:
-    if unknown:
-        raise unknown_name(f"{env} env option", next(iter(unknown)), valid)

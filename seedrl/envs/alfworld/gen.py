@@ -65,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from seedrl.envs.alfworld.engine import ENGINE_LOCK, import_alfworld, verify_game
+from seedrl.envs.base import int_pair
 from seedrl.envs.cache import publish_dir
 from seedrl.errors import SeedRLError, unknown_name
 
@@ -82,6 +83,12 @@ KINDS: dict[str, str] = {
 }
 TASK_TYPES: tuple[str, ...] = tuple(KINDS.values())
 KIND_OF_TYPE: dict[str, str] = {v: k for k, v in KINDS.items()}
+
+#: the fewest receptacles a household of each kind needs: the target and the source, plus the
+#: appliance for the state-changing kinds and a second source for pick_two (the two objects may share
+#: one, but too rarely to sample a household reliably)
+MIN_RECEPTACLES: dict[str, int] = {"pick": 2, "pick_two": 3, "pick_clean": 3, "pick_heat": 3, "pick_cool": 3,
+                                   "look": 2}
 
 #: appliance receptacle and affordance of the state-changing kinds
 APPLIANCE = {"pick_clean": "SinkBasin", "pick_heat": "Microwave", "pick_cool": "Fridge"}
@@ -141,25 +148,29 @@ class GenOptions:
 
     @classmethod
     def make(cls, receptacles: Any = (3, 6), distractors: Any = (1, 3)) -> GenOptions:
+        """Checked ranges (``[min, max]`` of integers, or one integer ``n`` for ``[n, n]``); a one-line
+        :class:`SeedRLError` names a bad one."""
         def pair(name: str, v: Any, lo: int) -> tuple[int, int]:
-            if isinstance(v, int):
-                v = (v, v)
             try:
-                a, b = (int(x) for x in v)
-            except (TypeError, ValueError):
-                raise SeedRLError(f"alfworld-gen {name} must be [min, max], got {v!r}") from None
+                a, b = int_pair(v)
+            except ValueError as exc:
+                raise SeedRLError(f"alfworld-gen env option {name}: {exc}, got {v!r}; accepted: [min, max] of "
+                                  f"integers with {lo} <= min <= max <= 60, or one integer") from None
             if not lo <= a <= b <= 60:
-                raise SeedRLError(f"alfworld-gen {name} must satisfy {lo} <= min <= max <= 60, got {v!r}")
+                raise SeedRLError(f"alfworld-gen env option {name}: must satisfy {lo} <= min <= max <= 60, got {v!r}")
             return a, b
 
         return cls(pair("receptacles", receptacles, 2), pair("distractors", distractors, 0))
 
     @property
     def tag(self) -> str:
-        """Part of the cache folder name; empty for the defaults."""
+        """Part of the cache folder name and of the sampling seed; empty for the defaults."""
         if self == GenOptions():
             return ""
-        return f"-r{self.receptacles[0]}_{self.receptacles[1]}-d{self.distractors[0]}_{self.distractors[1]}"
+        tag = f"-r{self.receptacles[0]}_{self.receptacles[1]}-d{self.distractors[0]}_{self.distractors[1]}"
+        # Below 3 receptacles the required ones used to exceed the maximum (a [2, 2] household had 3):
+        # households drawn since the fix live in their own cache folder.
+        return tag + ("-strict" if self.receptacles[1] < max(MIN_RECEPTACLES.values()) else "")
 
 
 # -- ALFWorld data ----------------------------------------------------------------------------
@@ -307,6 +318,8 @@ def _sample(task_id: str, opts: GenOptions, attempt: int) -> Household | None:
         required = [parent] + sources + ([rng.choice(by_class[appliance])] if appliance else [])
         host = None
     required = sorted(set(required))
+    if len(required) > opts.receptacles[1]:  # the household would exceed the receptacles range: redraw
+        return None
 
     # receptacles: the required ones plus distractors, until the layout falls on the split's side
     n_rec = rng.randint(*opts.receptacles)
@@ -318,7 +331,7 @@ def _sample(task_id: str, opts: GenOptions, attempt: int) -> Household | None:
         if held_out(layout_key(receptacle_class(r) for r in cand)) == unseen:
             chosen = cand
             break
-    if chosen is None:
+    if chosen is None or not opts.receptacles[0] <= len(chosen) <= opts.receptacles[1]:
         return None
 
     # objects: the task's object(s) in their sources, distractors of other classes anywhere they fit
@@ -383,7 +396,9 @@ def sample_household(task_id: str, opts: GenOptions | None = None, start_attempt
         h = _sample(task_id, opts, attempt)
         if h is not None:
             return h
-    raise SeedRLError(f"alfworld-gen could not sample a household for {task_id} in {MAX_ATTEMPTS} attempts")
+    hint = "" if opts == GenOptions() else (f" with receptacles {list(opts.receptacles)}; widen the env option "
+                                            "receptacles")
+    raise SeedRLError(f"alfworld-gen could not sample a household for {task_id} in {MAX_ATTEMPTS} attempts{hint}")
 
 
 # -- files ------------------------------------------------------------------------------------

@@ -92,10 +92,12 @@ import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field, model_validator
 
 from seedrl.agent.prompts import TURN_LINE
-from seedrl.envs.base import WIN_REWARD, Env
+from seedrl.envs.base import WIN_REWARD, Bool, Env, EnvOptions, Float, Int, Str, StrList, Words
 from seedrl.envs.scienceworld.engine import (
     DEFAULT_JVM_OPTIONS,
     INSTALL_HINT,
@@ -155,7 +157,6 @@ INSTRUCTION = (
 
 _OPERATIONAL = ("jvm_heap", "jvm_options", "max_engines", "sessions_per_engine", "call_timeout_s",
                 "gold_timeout_s", "acquire_timeout_s", "prefetch_gold")
-_OPTIONS = ["simplifications", "train_tasks", "unseen_tasks", *_OPERATIONAL]
 
 
 
@@ -306,6 +307,39 @@ def _env_default(value: Any, var: str, cast: Callable[[str], Any], default: Any)
 
 
 # -- the env ----------------------------------------------------------------------------------
+class ScienceWorldOptions(EnvOptions):
+    """Env options of ``scienceworld``; the operational ones (JVM, engines, timeouts) are machine-local."""
+
+    env_name: ClassVar[str] = "scienceworld"
+    local: ClassVar[frozenset[str]] = frozenset(_OPERATIONAL)
+
+    simplifications: Str = Field("easy", description=f"comma-separated ScienceWorld simplifications "
+                                                     f"({', '.join(SIMPLIFICATIONS)})")
+    train_tasks: StrList | None = Field(None, description="a list of ScienceWorld task names (default: all but "
+                                                          "unseen_tasks)")
+    unseen_tasks: StrList = Field(DEFAULT_UNSEEN_TASKS, description="a list of ScienceWorld task names")
+    jvm_heap: Str | None = Field(None, description="a JVM heap size like 512m or 2g")
+    jvm_options: Words = Field((), description="a list of JVM options (or one space-separated string)")
+    max_engines: Int | None = Field(None, ge=1, description="an integer >= 1")
+    sessions_per_engine: Int | None = Field(None, ge=1, description="an integer >= 1")
+    call_timeout_s: Float = Field(30.0, gt=0, description="seconds, a number > 0")
+    gold_timeout_s: Float = Field(300.0, gt=0, description="seconds, a number > 0")
+    acquire_timeout_s: Float = Field(120.0, gt=0, description="seconds, a number > 0")
+    prefetch_gold: Bool = Field(True, description="true or false")
+
+    @model_validator(mode="after")
+    def _check(self) -> ScienceWorldOptions:
+        check_simplifications(self.simplifications)
+        task_sets(self.train_tasks, self.unseen_tasks)
+        return self
+
+    def identity(self) -> dict[str, Any]:
+        """The simplifications and the two task sets, normalised (sorted; the default train set spelled out)."""
+        train, unseen = task_sets(self.train_tasks, self.unseen_tasks)
+        return {"simplifications": check_simplifications(self.simplifications), "train_tasks": list(train),
+                "unseen_tasks": list(unseen)}
+
+
 class ScienceWorldEnv(Env):
     """ScienceWorld tasks on pooled JVM engines; the expert follows the gold path."""
 
@@ -315,34 +349,28 @@ class ScienceWorldEnv(Env):
     version = "1"
     splits = {"train": 512, "valid_seen": 60, "valid_unseen": 60, "test_seen": 60, "test_unseen": 60}
     instruction = INSTRUCTION
+    options_model = ScienceWorldOptions
 
-    def __init__(self, simplifications: str = "easy", train_tasks: Sequence[str] | None = None,
-                 unseen_tasks: Sequence[str] = DEFAULT_UNSEEN_TASKS, jvm_heap: str | None = None,
-                 jvm_options: Sequence[str] = (), max_engines: int | None = None,
-                 sessions_per_engine: int | None = None, call_timeout_s: float = 30.0,
-                 gold_timeout_s: float = 300.0, acquire_timeout_s: float = 120.0, prefetch_gold: bool = True,
-                 **unknown: Any) -> None:
+    def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()
-        _check_options(unknown)
-        self.simplifications = check_simplifications(simplifications)
-        self.train_tasks, self.unseen_tasks = task_sets(train_tasks, unseen_tasks)
-        heap = str(_env_default(jvm_heap, "SEEDRL_SCIENCEWORLD_HEAP", str, "512m"))
+        o = self.options = ScienceWorldOptions.parse(env_kwargs)
+        self.simplifications = check_simplifications(o.simplifications)
+        self.train_tasks, self.unseen_tasks = task_sets(o.train_tasks, o.unseen_tasks)
+        heap = str(_env_default(o.jvm_heap, "SEEDRL_SCIENCEWORLD_HEAP", str, "512m"))
         if not re.fullmatch(r"\d+[kKmMgG]?", heap):
             raise SeedRLError(f"scienceworld jvm_heap must look like 512m or 2g, got {heap!r}")
-        if isinstance(jvm_options, str):
-            jvm_options = jvm_options.split()
-        self.javaopts = (f"-Xmx{heap}", *DEFAULT_JVM_OPTIONS, *map(str, jvm_options))
-        self.max_engines = int(_env_default(max_engines, "SEEDRL_SCIENCEWORLD_MAX_ENGINES", int, 8))
-        self.sessions_per_engine = int(_env_default(sessions_per_engine, "SEEDRL_SCIENCEWORLD_SESSIONS_PER_ENGINE",
+        self.javaopts = (f"-Xmx{heap}", *DEFAULT_JVM_OPTIONS, *o.jvm_options)
+        self.max_engines = int(_env_default(o.max_engines, "SEEDRL_SCIENCEWORLD_MAX_ENGINES", int, 8))
+        self.sessions_per_engine = int(_env_default(o.sessions_per_engine, "SEEDRL_SCIENCEWORLD_SESSIONS_PER_ENGINE",
                                                     int, 16))
         if self.max_engines < 1 or self.sessions_per_engine < 1:
             raise SeedRLError("scienceworld max_engines and sessions_per_engine must be >= 1")
-        self.call_timeout_s = float(call_timeout_s)
+        self.call_timeout_s = o.call_timeout_s
         #: loads and new sessions: a cold JVM takes seconds to load its first classes and task
         self.load_timeout_s = max(self.call_timeout_s, 60.0)
-        self.gold_timeout_s = float(gold_timeout_s)
-        self.acquire_timeout_s = float(acquire_timeout_s)
-        self.prefetch_gold = bool(prefetch_gold)
+        self.gold_timeout_s = o.gold_timeout_s
+        self.acquire_timeout_s = o.acquire_timeout_s
+        self.prefetch_gold = o.prefetch_gold
         self._holder = Holder()
         weakref.finalize(self, self._holder.release)
         self._clear()
@@ -364,14 +392,11 @@ class ScienceWorldEnv(Env):
 
     # -- panels ---------------------------------------------------------------------------------
     @classmethod
-    def panel_task_ids(cls, split: str, size: int, simplifications: str = "easy",
-                       train_tasks: Sequence[str] | None = None, unseen_tasks: Sequence[str] = DEFAULT_UNSEEN_TASKS,
-                       **unknown: Any) -> list[str]:
+    def panel_task_ids(cls, split: str, size: int, **env_kwargs: Any) -> list[str]:
         """Round-robin over the split's task types, each type's variations in hash order; the
-        operational kwargs (JVM, engines, timeouts) are accepted and ignored."""
-        _check_options({k: v for k, v in unknown.items() if k not in _OPERATIONAL})
-        check_simplifications(simplifications)
-        return panel_ids(split, size, train_tasks, unseen_tasks)
+        operational options (JVM, engines, timeouts) are checked and do not change the ids."""
+        o = ScienceWorldOptions.parse(env_kwargs)
+        return panel_ids(split, size, o.train_tasks, o.unseen_tasks)
 
     @classmethod
     def task_type(cls, task_id: str) -> str:
@@ -608,9 +633,3 @@ class ScienceWorldEnv(Env):
 
     def close(self) -> None:
         self._holder.release()
-
-
-def _check_options(unknown: dict[str, Any]) -> None:
-    """Env kwargs are shared by the constructor and panel_task_ids; refuse typos in both."""
-    if unknown:
-        raise unknown_name("scienceworld env option", next(iter(unknown)), _OPTIONS)

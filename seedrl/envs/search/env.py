@@ -48,13 +48,15 @@ import re
 import string
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
+
+from pydantic import Field, field_validator, model_validator
 
 from seedrl.agent.prompts import TURN_LINE
-from seedrl.envs.base import WIN_REWARD, Env
+from seedrl.envs.base import WIN_REWARD, Env, EnvOptions, Float, Int, PathStr, Str, StrList
 from seedrl.envs.search.qa_world import RELATIONS, Question, get_world, parse_task_id
 from seedrl.envs.search.retrievers import (
     BM25Retriever,
@@ -249,54 +251,89 @@ def load_qa_dataset(path: str | Path) -> tuple[QARecord, ...]:
 
 
 # -- config -------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class SearchConfig:
-    """Env kwargs, shared by the constructor and :meth:`SearchEnv.panel_task_ids`."""
+def file_fingerprint(path: str) -> str:
+    """What identifies a data file in a panel hash: its name and content (sha256; over the first and
+    last MiB and the size for files above 64 MiB), never the folder it sits in. A missing file: its path."""
+    p = Path(path).expanduser()
+    try:
+        st = p.stat()
+    except OSError:
+        return str(path)
+    return _fingerprint(str(p.resolve()), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _fingerprint(path: str, mtime_ns: int, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        if size <= 64 << 20:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        else:
+            h.update(f.read(1 << 20))
+            f.seek(size - (1 << 20))
+            h.update(f.read(1 << 20))
+            h.update(str(size).encode())
+    return f"{Path(path).name}:sha256:{h.hexdigest()[:16]}"
+
+
+class SearchConfig(EnvOptions):
+    """Env options, shared by the constructor and :meth:`SearchEnv.panel_task_ids`. The retrieval
+    server's address, timeout and retries are machine-local; the dataset and corpus files enter the
+    panel hash by their content (:func:`file_fingerprint`), not their path."""
+
+    env_name: ClassVar[str] = "search"
+    local: ClassVar[frozenset[str]] = frozenset({"retriever_url", "retriever_timeout", "retriever_retries"})
 
     #: generated world (ignored with data_path / test_data_path)
-    world_seed: int = 0
-    scale: int = 1
+    world_seed: Int = Field(0, ge=0, description="an integer >= 0")
+    scale: Int = Field(1, ge=1, description="an integer >= 1")
     #: passages returned per search (Search-R1: 3)
-    topk: int = 3
+    topk: Int = Field(3, ge=1, description="an integer >= 1")
     #: actions per episode before it ends unanswered (None: only the trainer's env.max_steps)
-    max_turns: int | None = None
-    #: "bm25" (in-process, over the world or corpus_path) or "http" (Search-R1 retrieval server)
-    retriever: str = "bm25"
-    retriever_url: str | None = None
-    retriever_timeout: float = 10.0
-    retriever_retries: int = 1
-    corpus_path: str | None = None
-    data_path: str | None = None
-    test_data_path: str | None = None
-    seen_sources: tuple[str, ...] | None = None
+    max_turns: Int | None = Field(None, ge=1, description="an integer >= 1, or null")
+    #: "bm25" (in-process, over the world or corpus_path) or "http" (Search-R1 retrieval server);
+    #: "http" by default when retriever_url is given
+    retriever: Str = Field("bm25", description="bm25 or http")
+    retriever_url: Str | None = Field(None, description="the URL of a Search-R1 retrieval server")
+    retriever_timeout: Float = Field(10.0, gt=0, description="seconds, a number > 0")
+    retriever_retries: Int = Field(1, ge=0, description="an integer >= 0")
+    corpus_path: PathStr | None = Field(None, description="a Search-R1 JSONL corpus file")
+    data_path: PathStr | None = Field(None, description="a Search-R1 train file (JSONL, JSON or parquet)")
+    test_data_path: PathStr | None = Field(None, description="a Search-R1 test file (JSONL, JSON or parquet)")
+    seen_sources: StrList | None = Field(None, description="a list of data source names")
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> SearchConfig:
-        valid = set(cls.__dataclass_fields__)
-        for k in kwargs:
-            if k not in valid:
-                raise unknown_name("search env option", k, sorted(valid))
         kw = dict(kwargs)
-        if kw.get("seen_sources") is not None:
-            kw["seen_sources"] = tuple(_source_name(s) for s in kw["seen_sources"])
-        for k in ("corpus_path", "data_path", "test_data_path"):
-            if kw.get(k) is not None:
-                kw[k] = str(kw[k])
-        cfg = cls(**kw)
-        if cfg.retriever_url and cfg.retriever == "bm25" and "retriever" not in kwargs:
-            cfg = cls(**(kw | {"retriever": "http"}))
-        if cfg.retriever not in ("bm25", "http"):
-            raise unknown_name("search retriever", cfg.retriever, ["bm25", "http"])
-        if cfg.retriever == "http" and not cfg.retriever_url:
+        if kw.get("retriever_url") and "retriever" not in kw:
+            kw["retriever"] = "http"
+        return cls.parse(kw)
+
+    @field_validator("seen_sources")
+    @classmethod
+    def _sources(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if v is None else tuple(_source_name(x) for x in v)
+
+    @model_validator(mode="after")
+    def _check(self) -> SearchConfig:
+        if self.retriever not in ("bm25", "http"):
+            raise unknown_name("search retriever", self.retriever, ["bm25", "http"])
+        if self.retriever == "http" and not self.retriever_url:
             raise SeedRLError("search env: retriever 'http' needs retriever_url (the Search-R1 retrieval server, "
                               "e.g. http://127.0.0.1:8000/retrieve)")
-        if cfg.topk < 1 or (cfg.max_turns is not None and cfg.max_turns < 1):
-            raise SeedRLError(f"search env: topk and max_turns must be >= 1 (got {cfg.topk}, {cfg.max_turns})")
-        if cfg.dataset_mode and cfg.retriever == "bm25" and not cfg.corpus_path:
+        if self.dataset_mode and self.retriever == "bm25" and not self.corpus_path:
             raise SeedRLError("search env with data_path/test_data_path needs a retriever: set retriever_url (the "
                               "Search-R1 retrieval server over e.g. wiki-18) or corpus_path (a Search-R1 JSONL corpus "
                               "for in-process BM25)")
-        return cfg
+        return self
+
+    def identity(self) -> dict[str, Any]:
+        out = super().identity()
+        for k in ("corpus_path", "data_path", "test_data_path"):
+            if out.get(k) is not None:
+                out[k] = file_fingerprint(out[k])
+        return out
 
     @property
     def dataset_mode(self) -> bool:
@@ -351,6 +388,11 @@ class SearchEnv(Env):
     version = "1"
     splits = {"train": 256, "valid_seen": 64, "valid_unseen": 64}
     instruction = INSTRUCTION
+    options_model = SearchConfig
+
+    @classmethod
+    def parse_options(cls, env_kwargs: Mapping[str, Any]) -> SearchConfig:
+        return SearchConfig.from_kwargs(dict(env_kwargs))
     #: generation stops at the first closing tag (as Search-R1 does)
     stop = ("</search>", "</answer>")
 

@@ -25,9 +25,11 @@ import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from seedrl.envs.base import WIN_REWARD, Env
+from pydantic import Field
+
+from seedrl.envs.base import WIN_REWARD, Bool, Env, EnvOptions, Int, IntPair, Str
 from seedrl.envs.sokoban.state import SokobanPrivilegedState
 from seedrl.errors import SeedRLError, unknown_name
 
@@ -373,39 +375,39 @@ def parse_task_id(tid: str) -> tuple[int, int, int, int]:
     return w, h, b, s
 
 
-@dataclass(frozen=True)
-class SokobanConfig:
-    """Env kwargs, shared by the constructor and :meth:`SokobanEnv.panel_task_ids`.
+class SokobanConfig(EnvOptions):
+    """Env options, shared by the constructor and :meth:`SokobanEnv.panel_task_ids`.
 
-    ``dim``/``unseen_dim`` are (width, height). ``valid_unseen`` must differ from train in room
-    size or box count, so it measures generalisation rather than memorisation.
+    ``dim``/``unseen_dim`` are (width, height); one integer ``n`` means ``[n, n]``. ``valid_unseen``
+    must differ from train in room size or box count, so it measures generalisation rather than
+    memorisation. A room must have at least ``boxes + 2`` interior cells (a box, its target, the player).
     """
 
-    dim: tuple[int, int] = (6, 6)
-    num_boxes: int = 1
-    unseen_dim: tuple[int, int] = (7, 7)
-    unseen_num_boxes: int = 1
+    env_name: ClassVar[str] = "sokoban"
+
+    dim: IntPair = Field((6, 6), description="[width, height] with integers 3..30, or one integer for a square room")
+    num_boxes: Int = Field(1, ge=1, le=20, description="an integer 1..20")
+    unseen_dim: IntPair = Field((7, 7), description="[width, height] with integers 3..30, or one integer "
+                                                    "for a square room")
+    unseen_num_boxes: Int = Field(1, ge=1, le=20, description="an integer 1..20")
     #: one space between cells keeps every cell its own token under BPE (``"#__"`` would otherwise
     #: merge and hide the columns), which small models need to read the board's geometry
-    cell_sep: str = " "
+    cell_sep: Str = Field(" ", description="a string (the separator between board cells)")
     #: also list the (row, col) of the player, boxes and targets under the board: an easier
     #: reading of the same room, for tiny models that cannot yet locate symbols in a grid
-    coords: bool = False
+    coords: Bool = Field(False, description="true or false")
 
     @classmethod
-    def from_kwargs(cls, kwargs: dict[str, Any]) -> SokobanConfig:
-        valid = {"dim", "num_boxes", "unseen_dim", "unseen_num_boxes", "cell_sep", "coords"}
-        for k in kwargs:
-            if k not in valid:
-                raise unknown_name("sokoban env option", k, sorted(valid))
-        kw = dict(kwargs)
-        for k in ("dim", "unseen_dim"):
-            if k in kw:
-                v = tuple(int(x) for x in kw[k])
-                if len(v) != 2:
-                    raise SeedRLError(f"sokoban {k} must be (width, height), got {kw[k]!r}")
-                kw[k] = v
-        cfg = cls(**kw)
+    def from_kwargs(cls, kwargs: Mapping[str, Any]) -> SokobanConfig:
+        cfg = cls.parse(kwargs)
+        for name, (w, h), boxes in (("dim", cfg.dim, cfg.num_boxes), ("unseen_dim", cfg.unseen_dim,
+                                                                     cfg.unseen_num_boxes)):
+            if not (3 <= w <= 30 and 3 <= h <= 30):
+                raise SeedRLError(f"sokoban env option {name}: width and height must be 3..30, got [{w}, {h}]")
+            if (w - 2) * (h - 2) < boxes + 2:
+                raise SeedRLError(f"sokoban env option {name}: a {w}x{h} room has {(w - 2) * (h - 2)} interior "
+                                  f"cells, too few for {boxes} box(es) (needs boxes + 2); use a larger room "
+                                  "or fewer boxes")
         if (cfg.dim, cfg.num_boxes) == (cfg.unseen_dim, cfg.unseen_num_boxes):
             raise SeedRLError("sokoban valid_unseen must differ from train in room size or box count; "
                               "set unseen_dim or unseen_num_boxes")
@@ -432,6 +434,11 @@ class SokobanEnv(Env):
 
     name = "sokoban"
     splits = {"train": 1024, "valid_seen": 128, "valid_unseen": 128}
+    options_model = SokobanConfig
+
+    @classmethod
+    def parse_options(cls, env_kwargs: Mapping[str, Any]) -> SokobanConfig:
+        return SokobanConfig.from_kwargs(env_kwargs)
 
     def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()

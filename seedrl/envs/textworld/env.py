@@ -36,9 +36,11 @@ import threading
 import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from seedrl.envs.base import WIN_REWARD, Env
+from pydantic import Field, model_validator
+
+from seedrl.envs.base import WIN_REWARD, Env, EnvOptions, PathStr, StrList
 from seedrl.envs.cache import publish_dir
 from seedrl.envs.textworld.state import TextWorldPrivilegedState
 from seedrl.errors import SeedRLError, unknown_name
@@ -224,41 +226,53 @@ def _norm(command: str) -> str:
 
 
 # -- the env ----------------------------------------------------------------------------------
+class TextWorldOptions(EnvOptions):
+    """Env options of ``textworld``, shared by the constructor and :meth:`TextWorldEnv.panel_task_ids`."""
+
+    env_name: ClassVar[str] = "textworld"
+    local: ClassVar[frozenset[str]] = frozenset({"cache_dir"})
+
+    cache_dir: PathStr | None = Field(None, description="a folder (default $SEEDRL_CACHE/textworld)")
+    train_games: StrList = Field(DEFAULT_TRAIN_GAMES, description="a non-empty list of game specs (coin-lN, th-lN, "
+                                                                  "simple)")
+    unseen_games: StrList = Field(DEFAULT_UNSEEN_GAMES, description="a non-empty list of game specs (coin-lN, "
+                                                                    "th-lN, simple) not in train_games")
+
+    @model_validator(mode="after")
+    def _check(self) -> TextWorldOptions:
+        _check_games(self.train_games, self.unseen_games)
+        return self
+
+
 class TextWorldEnv(Env):
     """One TextWorld game per episode; the expert follows TextWorld's policy commands."""
 
     name = "textworld"
     packages = ("textworld",)
     splits = {"train": 64, "valid_seen": 16, "valid_unseen": 16}
+    options_model = TextWorldOptions
 
-    def __init__(self, cache_dir: str | Path | None = None,
-                 train_games: list[str] | tuple[str, ...] = DEFAULT_TRAIN_GAMES,
-                 unseen_games: list[str] | tuple[str, ...] = DEFAULT_UNSEEN_GAMES, **unknown: Any) -> None:
+    def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()
-        _check_options(unknown)
-        _check_games(train_games, unseen_games)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        self.train_games = tuple(train_games)
-        self.unseen_games = tuple(unseen_games)
+        o = self.options = TextWorldOptions.parse(env_kwargs)
+        self.cache_dir = Path(o.cache_dir) if o.cache_dir is not None else default_cache_dir()
+        self.train_games = o.train_games
+        self.unseen_games = o.unseen_games
         self._tw: Any = None
         self._game_file: Path | None = None
         self._state: Any = None  # textworld.core.GameState (a dict)
         self._done = False
 
     @classmethod
-    def panel_task_ids(cls, split: str, size: int, cache_dir: str | Path | None = None,
-                       train_games: list[str] | tuple[str, ...] = DEFAULT_TRAIN_GAMES,
-                       unseen_games: list[str] | tuple[str, ...] = DEFAULT_UNSEEN_GAMES,
-                       **unknown: Any) -> list[str]:
+    def panel_task_ids(cls, split: str, size: int, **env_kwargs: Any) -> list[str]:
         """Task i plays game ``games[i % len(games)]`` with seed ``split base + i``: a pure function
         of the arguments. ``cache_dir`` is accepted (env kwargs are shared) and ignored."""
         if split not in cls.splits:
             raise unknown_name("split of textworld", split, list(cls.splits))
         if not 0 <= size <= _SPLIT_RANGE:
             raise SeedRLError(f"textworld panel size must be in [0, {_SPLIT_RANGE}], got {size}")
-        _check_options(unknown)
-        _check_games(train_games, unseen_games)
-        games = tuple(unseen_games) if split == "valid_unseen" else tuple(train_games)
+        o = TextWorldOptions.parse(env_kwargs)
+        games = o.unseen_games if split == "valid_unseen" else o.train_games
         base = SPLIT_SEED_BASE[split]
         return [make_task_id(games[i % len(games)], base + i) for i in range(size)]
 
@@ -340,13 +354,6 @@ class TextWorldEnv(Env):
         s = self._state
         return {"won": bool(s["won"]), "lost": bool(s["lost"]), "score": int(s["score"] or 0),
                 "max_score": int(s["max_score"] or 0), "action_valid": valid}
-
-
-def _check_options(unknown: dict[str, Any]) -> None:
-    """Env kwargs are shared by the constructor and panel_task_ids; refuse typos in both."""
-    if unknown:
-        raise unknown_name("textworld env option", next(iter(unknown)),
-                           ["cache_dir", "train_games", "unseen_games"])
 
 
 def _check_games(train_games: Any, unseen_games: Any) -> None:

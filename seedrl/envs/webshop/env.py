@@ -65,10 +65,12 @@ import re
 import threading
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import unquote, urljoin, urlsplit
 
-from seedrl.envs.base import WIN_REWARD, Env
+from pydantic import Field, model_validator
+
+from seedrl.envs.base import WIN_REWARD, Env, EnvOptions, Float, Str
 from seedrl.envs.webshop.state import WebShopPrivilegedState
 from seedrl.errors import SeedRLError, unknown_name
 
@@ -87,7 +89,6 @@ SESSION_PREFIX = "seedrl_fixed_"
 INVALID_ACTION_OBS = "That is not a valid action here; the page did not change."
 GAME_OVER_OBS = "The episode is over."
 REWARD_MODES = ("won", "score")
-_OPTIONS = ["server_url", "timeout_s", "reward_mode"]
 
 _TASK_RE = re.compile(r"^goal-(\d+)$")
 _ACTION_RE = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
@@ -334,7 +335,7 @@ _CLIENTS_LOCK = threading.Lock()
 
 
 def _client(timeout_s: float) -> Any:
-    """One shared, thread-safe httpx client per timeout (episodes run in a thread pool)."""
+    """One shared, thread-safe httpx client per timeout (episodes run on threads of the rollout executor)."""
     import httpx
 
     key = (os.getpid(), timeout_s)  # a forked child must not reuse its parent's connections
@@ -360,6 +361,24 @@ def _short(url: str) -> str:
 
 
 # -- the env ----------------------------------------------------------------------------------
+class WebShopOptions(EnvOptions):
+    """Env options of ``webshop``; the server and its timeout are machine-local."""
+
+    env_name: ClassVar[str] = "webshop"
+    local: ClassVar[frozenset[str]] = frozenset({"server_url", "timeout_s"})
+
+    server_url: Str | None = Field(None, description="the http(s) URL of a WebShop server (default "
+                                                     "$WEBSHOP_URL)")
+    timeout_s: Float = Field(30.0, gt=0, description="a positive number of seconds")
+    reward_mode: Str = Field("won", description=f"one of {', '.join(REWARD_MODES)}")
+
+    @model_validator(mode="after")
+    def _check(self) -> WebShopOptions:
+        if self.reward_mode not in REWARD_MODES:
+            raise unknown_name("webshop reward_mode", self.reward_mode, list(REWARD_MODES))
+        return self
+
+
 class WebShopEnv(Env):
     """A WebShop episode over HTTP against the user's WebShop server."""
 
@@ -367,16 +386,16 @@ class WebShopEnv(Env):
     title = "the WebShop e-commerce environment"
     version = "1"
     splits = {"train": 512, "valid_seen": 200, "valid_unseen": 500}
+    options_model = WebShopOptions
 
-    def __init__(self, server_url: str | None = None, timeout_s: float = 30.0, reward_mode: str = "won",
-                 **unknown: Any) -> None:
+    def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()
-        _check_options(unknown, reward_mode, timeout_s)
-        self.server_url = (server_url or default_server_url()).rstrip("/")
+        o = self.options = WebShopOptions.parse(env_kwargs)
+        self.server_url = (o.server_url or default_server_url()).rstrip("/")
         if not urlsplit(self.server_url).scheme.startswith("http"):
             raise SeedRLError(f"webshop server_url must be an http(s) URL, got {self.server_url!r}")
-        self.timeout_s = float(timeout_s)
-        self.reward_mode = reward_mode
+        self.timeout_s = o.timeout_s
+        self.reward_mode = o.reward_mode
         self._page: Page | None = None
         self._done = False
         self._score: float | None = None
@@ -389,13 +408,12 @@ class WebShopEnv(Env):
         self._goal: int | None = None
 
     @classmethod
-    def panel_task_ids(cls, split: str, size: int, server_url: str | None = None, timeout_s: float = 30.0,
-                       reward_mode: str = "won", **unknown: Any) -> list[str]:
+    def panel_task_ids(cls, split: str, size: int, **env_kwargs: Any) -> list[str]:
         """Goal indices ``start .. start + size - 1`` of the split (see the module docstring); the
         server is not contacted, so panels are a pure function of (split, size)."""
         if split not in SPLIT_GOALS:
             raise unknown_name("split of webshop", split, list(SPLIT_GOALS))
-        _check_options(unknown, reward_mode, timeout_s)
+        WebShopOptions.parse(env_kwargs)
         start, stop = SPLIT_GOALS[split]
         limit = (stop - start) if stop is not None else _MAX_TRAIN
         if not 0 <= size <= limit:
@@ -546,13 +564,3 @@ class WebShopEnv(Env):
 
     def close(self) -> None:
         """Nothing to release: the HTTP client is shared by all episodes of the process."""
-
-
-def _check_options(unknown: dict[str, Any], reward_mode: str, timeout_s: float) -> None:
-    """Env kwargs are shared by the constructor and panel_task_ids; refuse typos in both."""
-    if unknown:
-        raise unknown_name("webshop env option", next(iter(unknown)), _OPTIONS)
-    if reward_mode not in REWARD_MODES:
-        raise unknown_name("webshop reward_mode", reward_mode, list(REWARD_MODES))
-    if not isinstance(timeout_s, (int, float)) or timeout_s <= 0:
-        raise SeedRLError(f"webshop timeout_s must be a positive number of seconds, got {timeout_s!r}")

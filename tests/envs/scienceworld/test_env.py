@@ -29,7 +29,9 @@ SPLITS = tuple(sw.ScienceWorldEnv.splits)
 
 
 #: pinned panel hashes: a change means the tasks behind the panels changed (bump ScienceWorldEnv.version)
-PANEL_HASHES = {"valid_seen": "db8d75a63fdca4c5", "valid_unseen": "3231b7055d573cf2"}
+PANEL_HASHES = {"valid_seen": "076c341992c303d5", "valid_unseen": "509b6812fa738cca"}
+#: the same panels' format 1 hashes (raw env kwargs): unchanged task ids under the format 2 hash
+LEGACY_PANEL_HASHES = {"valid_seen": "db8d75a63fdca4c5", "valid_unseen": "3231b7055d573cf2"}
 
 
 # -- panels (pure: no JVM) ------------------------------------------------------------------------
@@ -42,6 +44,7 @@ def test_panels_stable_pinned_and_pure() -> None:
         assert len(set(first[s].task_ids)) == len(first[s])
     for s, h in PANEL_HASHES.items():
         assert first[s].hash == h, f"{s} panel changed ({first[s].hash}); bump ScienceWorldEnv.version"
+        assert first[s].legacy_hash == LEGACY_PANEL_HASHES[s] and first[s].matches(LEGACY_PANEL_HASHES[s])
     # operational kwargs do not change the task ids
     assert build_panel("scienceworld", "train", 40, max_engines=2, jvm_heap="1g").task_ids == first["train"].task_ids[:40]
 
