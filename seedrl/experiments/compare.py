@@ -349,7 +349,7 @@ def _store_initial_eval(path: Path, key: str, run_dir: Path, splits: list[str]) 
 def run_cell(spec: CompareSpec, algo: str, seed: int, echo: Callable[[str], None]) -> dict[str, Any]:
     """Run (or resume, or skip) one cell; return its cell JSON."""
     from seedrl.train.checkpoint import latest_checkpoint
-    from seedrl.train.trainer import Trainer
+    from seedrl.train.trainer import ROW_FILES, Trainer
 
     name = cell_name(spec.label(algo), seed)
     cfg = cell_config(spec, algo, seed)
@@ -364,7 +364,10 @@ def run_cell(spec: CompareSpec, algo: str, seed: int, echo: Callable[[str], None
         return cell
     run_dir = Path(cfg.run_dir)
     ckpt = latest_checkpoint(run_dir / "checkpoints")
-    if ckpt is not None and (run_dir / "config.yaml").exists():
+    # a cell killed before its first checkpoint left rows: it restarts in place (Trainer(resume=True)
+    # without a checkpoint discards them), after the same config check as a resumed one
+    started = ckpt is not None or any((run_dir / n).exists() for n in ROW_FILES)
+    if started and (run_dir / "config.yaml").exists():
         old = config_hash(load_config(TrainConfig, run_dir / "config.yaml"))
         if old != h:
             raise SeedRLError(f"run folder {run_dir} holds a run with another config (hash {old}, now {h}); "
@@ -375,7 +378,7 @@ def run_cell(spec: CompareSpec, algo: str, seed: int, echo: Callable[[str], None
     echo(f"cell {name}: {'resuming from ' + ckpt.name if ckpt else 'starting'} ({cfg.iterations} iterations, "
          f"{cfg.iterations * episodes_per_iteration(cfg)} episodes{', reusing the iteration-0 eval' if reuse and not ckpt else ''})")
     t0 = time.perf_counter()
-    trainer = Trainer(cfg, resume=ckpt is not None)
+    trainer = Trainer(cfg, resume=started)
     try:
         final_done = all((run_dir / "eval" / f"iter_{cfg.iterations:06d}_{s}.json").exists() for s in spec.splits)
         if not (trainer.iteration >= cfg.iterations and final_done):

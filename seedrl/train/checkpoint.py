@@ -1,15 +1,40 @@
-"""Atomic checkpoints: model, optimizer, RNG states, iteration and panel position.
+"""Atomic, verified checkpoints: model, optimizer, RNG states, iteration and panel position.
 
-A checkpoint is written into a temporary folder, marked complete, then renamed into place; the
-``latest`` pointer is replaced atomically afterwards. A kill at any moment therefore leaves either
-the previous ``latest`` or the new one, never a half-written checkpoint that ``--resume`` would load.
+Layout of ``<root>/iter_XXXXXX``::
+
+    model/                    a plain HF folder (``seedrl eval`` and ``--model`` load it)
+    trainable.safetensors     exact adapter weights (LoRA runs only)
+    trainer.pt                optimizer, scheduler and RNG states: tensors and plain data only
+    state.json                iteration, panel position, trajectory counter, panel hash, seed
+    MANIFEST.json             size and sha256 of every file above
+    COMPLETE                  written last: the checkpoint is whole
+
+Writing: every file goes into ``<root>/.tmp-iter_XXXXXX-<pid>``, is fsynced and hashed into the
+manifest; then ``COMPLETE``, then the folder is renamed into place (the commit point) and the
+``latest`` pointer is replaced atomically. A kill at any moment leaves either the previous
+checkpoints or the new one, never a half-written checkpoint that ``--resume`` would load; the
+orphaned ``.tmp-*`` folder of a killed save is removed by the next save or resume in the same root
+(a folder whose pid is still alive on this machine is left alone).
+
+Reading never unpickles code: ``trainer.pt`` is read with ``torch.load(weights_only=True)`` (RNG
+states are stored as tensors, lists and numbers, not as numpy objects), weights are safetensors and
+``state.json`` is JSON. :func:`latest_checkpoint` and :func:`load_latest` verify a checkpoint
+against its manifest before using it; a damaged one is reported (``logging.warning`` naming the
+file and the reason) and the newest intact older one is used instead; when none is intact the
+error is one :class:`SeedRLError` line naming what is wrong. Checkpoints written before manifests
+existed are loaded as *unverified* (a warning; only their structure is checked, and a file that
+fails to load makes them count as damaged).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
+import pickle
 import random
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,97 +44,480 @@ import torch
 
 from seedrl.errors import SeedRLError
 
+log = logging.getLogger(__name__)
+
 COMPLETE = "COMPLETE"
+MANIFEST = "MANIFEST.json"
+MANIFEST_FORMAT = 1
+_ITER = re.compile(r"^iter_(\d+)$")
+_TMP = re.compile(r"^\.tmp-iter_\d+-(\d+)$")
+_POINTER_TMP = re.compile(r"^\.latest\.tmp(\d+)$")
+
+
+class CheckpointDamaged(SeedRLError):
+    """A checkpoint that cannot be trusted: ``str(exc)`` names the file and the reason."""
+
+
+def _fault(point: str) -> None:
+    """A no-op at every step of :func:`save_checkpoint`; fault-injection tests replace it to
+    simulate a kill at ``point`` (begin, model, trainable, trainer_state, state, manifest,
+    complete, commit, pointer, rotate)."""
+
+
+# ------------------------------------------------------------------------------------ file helpers
+def _fsync_path(path: Path) -> None:
+    """fsync a file or a folder (folders: best effort; some filesystems refuse)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(text)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
+    _fsync_path(tmp)
     os.replace(tmp, path)
+    _fsync_path(path.parent)
 
 
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _files(folder: Path) -> list[str]:
+    """Relative paths of the files of a checkpoint folder, without the manifest and the marker."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
+                  if p.is_file() and p.name not in (MANIFEST, COMPLETE))
+
+
+def _iteration_of(path: Path) -> int | None:
+    m = _ITER.match(path.name)
+    return int(m.group(1)) if m else None
+
+
+def checkpoint_dirs(ckpt_root: str | Path) -> list[Path]:
+    """Every ``iter_*`` folder of ``ckpt_root`` (whole or not), newest iteration first."""
+    root = Path(ckpt_root)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and _iteration_of(p) is not None]
+    return sorted(found, key=lambda p: _iteration_of(p), reverse=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return False  # this process saves one checkpoint at a time: its old tmp folders are dead
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_orphans(ckpt_root: str | Path) -> list[Path]:
+    """Delete ``.tmp-iter_*`` folders (and ``.latest.tmp*`` files) left by killed saves; those of a
+    process still alive on this machine are kept. Returns what was removed."""
+    root = Path(ckpt_root)
+    removed: list[Path] = []
+    if not root.is_dir():
+        return removed
+    for p in root.iterdir():
+        m = _TMP.match(p.name) or _POINTER_TMP.match(p.name)
+        if m is None or _pid_alive(int(m.group(1))):
+            continue
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        log.info("removed %s, left by an interrupted checkpoint save", p)
+        removed.append(p)
+    return removed
+
+
+# ------------------------------------------------------------------------------------ RNG states
 def rng_state() -> dict[str, Any]:
-    state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate()}
+    """Every RNG state as tensors, lists and numbers (loadable with ``weights_only=True``)."""
+    name, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
+    version, internal, gauss_next = random.getstate()
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": {"name": str(name), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64).copy()),
+                  "pos": int(pos), "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "python": {"version": int(version), "state": [int(x) for x in internal], "gauss_next": gauss_next},
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore :func:`rng_state` (also the tuple format of checkpoints written before manifests)."""
     torch.set_rng_state(state["torch"])
-    np.random.set_state(state["numpy"])
-    random.setstate(state["python"])
+    npst = state["numpy"]
+    if isinstance(npst, dict):
+        keys = npst["keys"]
+        keys = keys.numpy() if isinstance(keys, torch.Tensor) else np.asarray(keys)
+        np.random.set_state((npst["name"], keys.astype(np.uint32), npst["pos"], npst["has_gauss"],
+                             npst["cached_gaussian"]))
+    else:
+        np.random.set_state(npst)
+    py = state["python"]
+    if isinstance(py, dict):
+        random.setstate((py["version"], tuple(py["state"]), py["gauss_next"]))
+    else:
+        random.setstate((py[0], tuple(py[1]), py[2]))
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+# ------------------------------------------------------------------------------------ saving
 def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, optimizer, state: dict[str, Any],
                     keep: int = 2, scheduler=None) -> Path:
-    """Write ``ckpt_root/iter_XXXXXX`` atomically and point ``ckpt_root/latest`` at it."""
+    """Write ``ckpt_root/iter_XXXXXX`` atomically, with its manifest, and point ``latest`` at it."""
+    from safetensors.torch import save_file
+
     from seedrl.models.loading import save_model
 
     root = Path(ckpt_root)
     root.mkdir(parents=True, exist_ok=True)
+    remove_orphans(root)
     name = f"iter_{iteration:06d}"
     tmp = root / f".tmp-{name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
+    _fault("begin")
     tmp.mkdir()
     save_model(model, tokenizer, tmp / "model")  # a plain HF folder: `seedrl eval` and `--model` load it
+    _fault("model")
     if hasattr(model, "peft_config"):  # exact adapter weights for resuming LoRA runs
-        from safetensors.torch import save_file
-
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / "trainable.safetensors"))
+        _fault("trainable")
     torch.save({"optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "rng": rng_state()}, tmp / "trainer.pt")
+    _fault("trainer_state")
     (tmp / "state.json").write_text(json.dumps({"iteration": iteration, **state}, indent=1))
+    _fault("state")
+    files = {}
+    for rel in _files(tmp):
+        p = tmp / rel
+        _fsync_path(p)
+        files[rel] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+    (tmp / MANIFEST).write_text(json.dumps({"format": MANIFEST_FORMAT, "iteration": iteration, "files": files},
+                                           indent=1))
+    _fsync_path(tmp / MANIFEST)
+    _fault("manifest")
     (tmp / COMPLETE).write_text("ok\n")
+    _fsync_path(tmp / COMPLETE)
+    for d in {tmp, *((tmp / rel).parent for rel in files)}:
+        _fsync_path(d)
+    _fault("complete")
     final = root / name
     if final.exists():
         shutil.rmtree(final)
-    os.replace(tmp, final)
+    os.replace(tmp, final)  # the commit point
+    _fsync_path(root)
+    _fault("commit")
     _atomic_write_text(root / "latest", name + "\n")
-    for old in sorted(p for p in root.glob("iter_*") if p.is_dir())[:-keep] if keep > 0 else []:
+    _fault("pointer")
+    for old in checkpoint_dirs(root)[keep:] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
+    _fault("rotate")
     return final
 
 
-def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
-    """The checkpoint ``latest`` points at, if it is complete; else the newest complete one."""
-    root = Path(ckpt_root)
-    pointer = root / "latest"
-    if pointer.exists():
-        cand = root / pointer.read_text().strip()
-        if (cand / COMPLETE).exists():
-            return cand
-    done = sorted(p for p in root.glob("iter_*") if (p / COMPLETE).exists())
-    return done[-1] if done else None
+# ------------------------------------------------------------------------------------ verifying
+def _safetensors_problem(path: Path) -> str | None:
+    """Structural check of a safetensors file (header readable, size matching its offsets)."""
+    size = path.stat().st_size
+    if size == 0:
+        return "is empty"
+    if size < 8:
+        return f"is truncated ({size} bytes)"
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        if n > size - 8:
+            return f"is truncated ({size} bytes, header alone claims {n + 8})"
+        try:
+            header = json.loads(f.read(n))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+            return "has an unreadable header"
+    if 8 + n + end != size:
+        return f"has {size} bytes where its header says {8 + n + end} (truncated or padded)"
+    return None
 
 
-def load_trainer_state(ckpt: Path, model, optimizer, scheduler=None) -> dict[str, Any]:
-    """Restore weights (in place), optimizer, scheduler and RNG; return ``state.json``."""
+_verified: dict[tuple, str | None] = {}
+
+
+def verify_checkpoint(ckpt: str | Path) -> str | None:
+    """Why ``ckpt`` cannot be trusted (one line naming the file and the reason), or None if intact.
+
+    With a manifest: every listed file must exist with its size and sha256. Without one (written
+    before manifests existed) only the structure is checked. Results are cached per file stats."""
+    ckpt = Path(ckpt)
+    if not ckpt.is_dir():
+        return f"{ckpt} is missing"
     if not (ckpt / COMPLETE).exists():
-        raise SeedRLError(f"checkpoint {ckpt} is incomplete (no {COMPLETE} marker)")
+        return f"{ckpt} is incomplete (no {COMPLETE} marker)"
+    stats = tuple(sorted((p.relative_to(ckpt).as_posix(), p.stat().st_size, p.stat().st_mtime_ns)
+                         for p in ckpt.rglob("*") if p.is_file()))
+    key = (str(ckpt.resolve()), stats)
+    if key not in _verified:
+        _verified[key] = _verify(ckpt)
+    return _verified[key]
+
+
+def _verify(ckpt: Path) -> str | None:
+    mpath = ckpt / MANIFEST
+    if not mpath.exists():
+        return _verify_structure(ckpt)
+    try:
+        manifest = json.loads(mpath.read_text())
+        files = manifest["files"]
+        if not isinstance(files, dict) or not files:
+            raise ValueError("no files listed")
+    except (ValueError, KeyError, TypeError) as exc:
+        return f"{mpath} is unreadable ({_first_line(exc)})"
+    for rel, want in sorted(files.items()):
+        p = ckpt / rel
+        if not p.is_file():
+            return f"{p} is missing (listed in {MANIFEST})"
+        size = p.stat().st_size
+        if size != want.get("size"):
+            return f"{p} has {size} bytes, {MANIFEST} says {want.get('size')} (truncated or overwritten)"
+        if _sha256(p) != want.get("sha256"):
+            return f"{p} does not match its sha256 in {MANIFEST} (corrupted)"
+    return _verify_structure(ckpt)
+
+
+def _verify_structure(ckpt: Path) -> str | None:
+    for rel in ("trainer.pt", "state.json"):
+        p = ckpt / rel
+        if not p.is_file():
+            return f"{p} is missing"
+        if p.stat().st_size == 0:
+            return f"{p} is empty"
+    weights = [ckpt / "trainable.safetensors"] if (ckpt / "trainable.safetensors").exists() else \
+        sorted((ckpt / "model").glob("*.safetensors"))
+    if not weights:
+        return f"{ckpt / 'model'} holds no *.safetensors weights"
+    for w in weights:
+        problem = _safetensors_problem(w)
+        if problem:
+            return f"{w} {problem}"
+    try:
+        state = json.loads((ckpt / "state.json").read_text())
+        if not isinstance(state, dict) or not isinstance(state.get("iteration"), int):
+            raise ValueError("no integer 'iteration'")
+    except (ValueError, UnicodeDecodeError) as exc:
+        return f"{ckpt / 'state.json'} is unreadable ({_first_line(exc)})"
+    if _iteration_of(ckpt) is not None and state["iteration"] != _iteration_of(ckpt):
+        return f"{ckpt / 'state.json'} says iteration {state['iteration']}, the folder {ckpt.name}"
+    return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:200] if text else ''}".rstrip(": ")
+
+
+def _warn_unverified(ckpt: Path) -> None:
+    if not (ckpt / MANIFEST).exists():
+        log.warning("checkpoint %s has no %s (written before checkpoints were verified); loading it unverified",
+                    ckpt, MANIFEST)
+
+
+def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
+    """The newest intact checkpoint of ``ckpt_root``; None when there is no checkpoint at all.
+
+    A damaged newer checkpoint is skipped with a warning naming the file and the reason; when
+    checkpoints exist but none is intact, a one-line :class:`SeedRLError` says why each failed."""
+    root = Path(ckpt_root)
+    dirs = checkpoint_dirs(root)
+    if not dirs:
+        return None
+    problems = []
+    for d in dirs:
+        problem = verify_checkpoint(d)
+        if problem is None:
+            return d
+        log.warning("checkpoint %s is damaged, skipping it: %s", d.name, problem)
+        problems.append(problem)
+    raise SeedRLError(f"no intact checkpoint in {root}: " + "; ".join(problems))
+
+
+# ------------------------------------------------------------------------------------ loading
+def _numpy_globals() -> list:
+    """What the RNG states of pre-manifest checkpoints need: numpy arrays and dtypes, nothing else."""
+    try:
+        from numpy._core.multiarray import _reconstruct
+    except ImportError:  # numpy < 2
+        from numpy.core.multiarray import _reconstruct
+    out = [_reconstruct, np.ndarray, np.dtype, type(np.dtype(np.uint32))]
+    return out
+
+
+def _read(ckpt: Path, lora: bool) -> tuple[dict[str, torch.Tensor], dict[str, Any], dict[str, Any]]:
+    """Weights, trainer state and ``state.json`` of ``ckpt``, read without changing anything;
+    :class:`CheckpointDamaged` naming the file when one cannot be read."""
     from safetensors.torch import load_file
 
-    if (ckpt / "trainable.safetensors").exists():
-        model.load_state_dict(load_file(str(ckpt / "trainable.safetensors")))
-    else:
-        sd: dict[str, torch.Tensor] = {}
-        for f in sorted((ckpt / "model").glob("*.safetensors")):
+    problem = verify_checkpoint(ckpt)
+    if problem:
+        raise CheckpointDamaged(problem)
+    trainable = ckpt / "trainable.safetensors"
+    files = [trainable] if trainable.exists() else sorted((ckpt / "model").glob("*.safetensors"))
+    if lora and not trainable.exists():
+        raise SeedRLError(f"checkpoint {ckpt} has no trainable.safetensors, but the model has LoRA adapters")
+    sd: dict[str, torch.Tensor] = {}
+    for f in files:
+        try:
             sd.update(load_file(str(f)))
+        except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
+            raise CheckpointDamaged(f"{f} cannot be read ({_first_line(exc)})") from None
+    path = ckpt / "trainer.pt"
+    try:
+        if (ckpt / MANIFEST).exists():
+            blob = torch.load(path, weights_only=True, map_location="cpu")
+        else:
+            with torch.serialization.safe_globals(_numpy_globals()):
+                blob = torch.load(path, weights_only=True, map_location="cpu")
+    except pickle.UnpicklingError as exc:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        what = f"it references {found.group(1)}" if found else _first_line(exc)
+        raise CheckpointDamaged(f"{path} holds more than tensors and plain data ({what}); refused, since "
+                                f"unpickling it could run code") from None
+    except (RuntimeError, EOFError, OSError, ValueError, AttributeError, TypeError) as exc:
+        raise CheckpointDamaged(f"{path} cannot be read ({_first_line(exc)})") from None
+    if not isinstance(blob, dict) or not isinstance(blob.get("optimizer"), dict) or not isinstance(blob.get("rng"), dict):
+        raise CheckpointDamaged(f"{path} does not hold optimizer and RNG states")
+    state = json.loads((ckpt / "state.json").read_text())  # verified above
+    return sd, blob, state
+
+
+def _apply(ckpt: Path, model, optimizer, scheduler, sd, blob) -> None:
+    if (ckpt / "trainable.safetensors").exists():
+        model.load_state_dict(sd)
+    else:
         missing, unexpected = model.load_state_dict(sd, strict=False)
         # tied embeddings are saved once; anything else missing is a real mismatch
         missing = [k for k in missing if not k.endswith("lm_head.weight")]
         if missing or unexpected:
             raise SeedRLError(f"checkpoint {ckpt} does not match the model: missing {missing[:3]}, "
                               f"unexpected {unexpected[:3]}")
-    blob = torch.load(ckpt / "trainer.pt", weights_only=False)
-    optimizer.load_state_dict(blob["optimizer"])
-    if scheduler is not None and blob.get("scheduler") is not None:
-        scheduler.load_state_dict(blob["scheduler"])
-    set_rng_state(blob["rng"])
-    return json.loads((ckpt / "state.json").read_text())
+    try:
+        optimizer.load_state_dict(blob["optimizer"])
+        if scheduler is not None and blob.get("scheduler") is not None:
+            scheduler.load_state_dict(blob["scheduler"])
+        set_rng_state(blob["rng"])
+    except (ValueError, KeyError, TypeError, RuntimeError) as exc:
+        raise SeedRLError(f"checkpoint {ckpt}: optimizer/RNG state does not fit this run ({_first_line(exc)})") from None
+
+
+def load_trainer_state(ckpt: Path, model, optimizer, scheduler=None) -> dict[str, Any]:
+    """Verify ``ckpt``, then restore weights (in place), optimizer, scheduler and RNG; return
+    ``state.json``. A damaged checkpoint raises :class:`CheckpointDamaged` before anything changes."""
+    ckpt = Path(ckpt)
+    sd, blob, state = _read(ckpt, lora=hasattr(model, "peft_config"))
+    _warn_unverified(ckpt)
+    _apply(ckpt, model, optimizer, scheduler, sd, blob)
+    return state
+
+
+def load_latest(ckpt_root: str | Path, model, optimizer, scheduler=None) -> tuple[Path, dict[str, Any]] | None:
+    """Resume: remove orphaned temporary folders, then load the newest intact checkpoint.
+
+    Damaged checkpoints are skipped with a warning; those newer than the one loaded are renamed
+    ``damaged-iter_XXXXXX`` (kept for inspection, out of the way of rotation and of the next
+    saves). Returns (checkpoint, state.json), None when there is no checkpoint at all, and raises
+    one :class:`SeedRLError` line when none is intact."""
+    root = Path(ckpt_root)
+    remove_orphans(root)
+    dirs = checkpoint_dirs(root)
+    if not dirs:
+        return None
+    lora = hasattr(model, "peft_config")
+    problems: list[tuple[Path, str]] = []
+    for d in dirs:
+        try:
+            sd, blob, state = _read(d, lora)
+        except CheckpointDamaged as exc:
+            log.warning("checkpoint %s is damaged, skipping it: %s", d.name, exc)
+            problems.append((d, str(exc)))
+            continue
+        _warn_unverified(d)
+        _apply(d, model, optimizer, scheduler, sd, blob)
+        for bad, _ in problems:
+            aside = bad.with_name(f"damaged-{bad.name}")
+            if aside.exists():
+                shutil.rmtree(aside, ignore_errors=True)
+            os.replace(bad, aside)
+            log.warning("moved the damaged checkpoint %s to %s; resuming from %s", bad.name, aside.name, d.name)
+        if problems:
+            _atomic_write_text(root / "latest", d.name + "\n")
+        return d, state
+    raise SeedRLError(f"cannot resume: no intact checkpoint in {root}: " + "; ".join(p for _, p in problems))
+
+
+# ------------------------------------------------------------------------------------ row files
+def cut_rows(path: str | Path, iteration: int) -> int:
+    """Keep the JSONL rows of ``path`` whose ``iteration`` is <= ``iteration`` (rewritten atomically).
+
+    A torn last line (a write cut by a kill) is dropped with a warning; an unreadable line
+    elsewhere is real damage: one :class:`SeedRLError` line naming the file and line. Returns the
+    number of rows kept."""
+    path = Path(path)
+    if not path.exists():
+        return 0
+    lines = path.read_text(errors="replace").split("\n")
+    complete = lines[:-1]  # a well-formed file ends with "\n": the last piece is empty
+    tail = lines[-1]
+    rows: list[str] = []
+    changed = bool(tail.strip())
+    if tail.strip():
+        try:  # a whole row whose newline was not written yet
+            json.loads(tail)
+            complete.append(tail)
+        except ValueError:
+            log.warning("%s: dropping a torn last line (an interrupted write): %.80s", path, tail)
+        tail = ""
+    for i, ln in enumerate(complete, 1):
+        if not ln.strip():
+            changed = True
+            continue
+        try:
+            row = json.loads(ln)
+        except ValueError:
+            if i == len(complete) and not tail.strip():
+                log.warning("%s: dropping a torn last line (an interrupted write): %.80s", path, ln)
+                changed = True
+                continue
+            raise SeedRLError(f"{path}: line {i} is not JSON (the file is damaged; repair or remove that line)") from None
+        if isinstance(row, dict) and row.get("iteration", 0) > iteration:
+            changed = True
+            continue
+        rows.append(ln)
+    if changed:
+        _atomic_write_text(path, "".join(r + "\n" for r in rows))
+    return len(rows)
+
+
+def fsync_file(path: str | Path) -> None:
+    """Flush a file appended to (metrics rows) to disk."""
+    if Path(path).exists():
+        _fsync_path(Path(path))

@@ -34,14 +34,6 @@ class MetricsLogger:
 
             self.wandb = wandb.init(project=cfg.wandb_project, dir=str(run_dir), resume="allow")
 
-    def truncate_after(self, iteration: int) -> None:
-        """On resume, drop lines written after the checkpoint we resume from (they will be redone)."""
-        for p in self.row_files:
-            if p.exists():
-                keep = [ln for ln in p.read_text().splitlines()
-                        if ln.strip() and json.loads(ln).get("iteration", 0) <= iteration]
-                p.write_text("".join(ln + "\n" for ln in keep))
-
     def log(self, metrics: dict[str, Any]) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")

@@ -26,13 +26,13 @@ from typing import Any
 
 from seedrl.config import TrainConfig
 from seedrl.envs.panels import build_panel
-from seedrl.envs.registry import make_env
 from seedrl.errors import SeedRLError
 from seedrl.methods.sources import make_analyzer
 from seedrl.models.loading import load_model, load_tokenizer
 from seedrl.models.precision import resolve_precision
 from seedrl.provenance import git_commit
 from seedrl.rollout.backends import make_backend
+from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import rollout
 from seedrl.skills.prompts import analysis_messages, skill_target
 from seedrl.train.trainer import rollout_settings
@@ -70,7 +70,7 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
     sk = cfg.skills
     for start in range(0, len(task_ids), batch_tasks):
         chunk = task_ids[start:start + batch_tasks]
-        trajs = rollout(backend, tok, lambda: make_env(e.name, **e.kwargs), chunk, rollouts, settings,
+        trajs = rollout(backend, tok, EnvFactory(e.name, e.kwargs), chunk, rollouts, settings,
                         seed=cfg.seed * 7_919 + start, traj_offset=total)
         trajs = [t for t in trajs if t.error is None and t.steps]
         results = analyzer.analyze(trajs)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shutil
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -26,7 +27,7 @@ import torch
 from seedrl.algos import grpo_advantages, invalid_action_penalty, kl_k3, ppo_clip_loss, token_mean
 from seedrl.config import TrainConfig, save_config
 from seedrl.envs.panels import build_panel
-from seedrl.envs.registry import env_class, make_env
+from seedrl.envs.registry import env_class
 from seedrl.errors import SeedRLError
 from seedrl.eval.evaluate import evaluate
 from seedrl.methods.runtime import build_method
@@ -34,10 +35,18 @@ from seedrl.methods.teacher import teacher_prompt_ids
 from seedrl.models.loading import load_model
 from seedrl.models.scoring import batched_logprobs, forward_logprobs, pack, right_align
 from seedrl.rollout.backends import SamplingParams, make_backend
+from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import RolloutSettings, rollout
 from seedrl.rollout.types import StepSample, Trajectory, penalized
 from seedrl.skills.analyzers.base import AnalysisResult
-from seedrl.train.checkpoint import latest_checkpoint, load_trainer_state, save_checkpoint
+from seedrl.train.checkpoint import (
+    checkpoint_dirs,
+    cut_rows,
+    fsync_file,
+    load_latest,
+    remove_orphans,
+    save_checkpoint,
+)
 from seedrl.train.logger import MetricsLogger
 from seedrl.train.policy import adamw, build_policy
 
@@ -64,18 +73,84 @@ class UpdateBatch:
     signal: torch.Tensor | None = None
 
 
+#: files of a run folder whose rows carry an "iteration" (MetricsLogger.row_files)
+ROW_FILES = ("metrics.jsonl", "eval.jsonl", "skills.jsonl")
+
+#: config keys a resumed run may change: none of them changes what the run computes (its task
+#: stream, batch shapes, method, model, environment, seed or update math), only how long it runs,
+#: how often it saves, what is logged and evaluated, and how fast or where it computes. Entries
+#: are keys or sections (a section covers every key under it). Every other change is refused.
+#: ``optim.micro_batch_size`` only splits a mini-batch into gradient-accumulation pieces (the same
+#: update up to float rounding); ``model.gradient_checkpointing`` trades memory for recomputation;
+#: ``env.workers``/``env.step_timeout_s`` are the env pool's parallelism and hang guard (results
+#: never depend on the number of workers); ``skills.api.{base_url,api_key_env,timeout_s,concurrency}``
+#: say where and how fast the analyzer endpoint is reached, not which model answers. Refused, for
+#: example: ``seed``, ``model.*`` (also ``model.device``: with ``precision=auto`` it can switch the
+#: compute precision), ``env.*``, ``rollout.*``, ``algo.*``, ``skills.*``, the rest of ``optim.*``.
+RESUME_SAFE_KEYS = (
+    "run_dir", "iterations", "save_every", "keep_checkpoints", "torch_threads", "log", "eval",
+    "env.workers", "env.step_timeout_s", "model.gradient_checkpointing",
+    "optim.micro_batch_size", "skills.api.base_url", "skills.api.api_key_env", "skills.api.timeout_s",
+    "skills.api.concurrency",
+)
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out |= _flatten(v, key + ".")
+        else:
+            out[key] = v
+    return out
+
+
+def config_changes(old: TrainConfig, new: TrainConfig) -> dict[str, tuple[Any, Any]]:
+    """{dotted key: (old value, new value)} for every setting that differs."""
+    a, b = _flatten(old.model_dump(mode="json")), _flatten(new.model_dump(mode="json"))
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
+
+
+def resume_safe(key: str) -> bool:
+    return any(key == s or key.startswith(s + ".") for s in RESUME_SAFE_KEYS)
+
+
 class Trainer:
+    """One RL run in ``cfg.run_dir``.
+
+    A new run refuses a run folder that already holds checkpoints or metric rows (``--resume``
+    continues it; a new run needs another run_dir). ``resume=True`` checks the new config against
+    the run's ``config.yaml`` (see :data:`RESUME_SAFE_KEYS`: other changes are refused in one line
+    naming each key and its old -> new value), loads the newest intact checkpoint (damaged ones are
+    skipped with a warning, see :mod:`seedrl.train.checkpoint`) and cuts the row files back to its
+    iteration, so the resumed run writes exactly the rows an uninterrupted one would. Config rule:
+    ``config.yaml`` is always the config in effect; when a resume changes safe settings, the first
+    config is kept once as ``config.original.yaml`` and each change is appended to
+    ``config_changes.jsonl`` ({"iteration", "time", "changes": {key: {"old", "new"}}})."""
+
     def __init__(self, cfg: TrainConfig, resume: bool = False) -> None:
         self.cfg = cfg
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
-        if not resume and latest_checkpoint(self.ckpt_dir) is not None:
-            raise SeedRLError(f"{self.run_dir} already holds checkpoints; pass --resume to continue it "
-                              f"or choose another run_dir")
+        has_ckpt = bool(checkpoint_dirs(self.ckpt_dir))
+        if not resume:
+            if has_ckpt:
+                raise SeedRLError(f"{self.run_dir} already holds checkpoints; pass --resume to continue it "
+                                  f"or choose another run_dir")
+            rows = [n for n in ROW_FILES if (self.run_dir / n).exists() and (self.run_dir / n).stat().st_size > 0]
+            if rows:
+                raise SeedRLError(f"{self.run_dir} holds {', '.join(rows)} of an earlier run but no checkpoint; "
+                                  f"pass --resume to restart it from scratch in place (its rows are discarded) "
+                                  f"or choose another run_dir")
+        changes: dict[str, tuple[Any, Any]] = {}
+        if resume and has_ckpt:
+            changes = self._check_resume_config(cfg)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        save_config(cfg, self.run_dir / "config.yaml")
+        if not resume or not has_ckpt:
+            save_config(cfg, self.run_dir / "config.yaml")
         seed_everything(cfg.seed)
         self.device = torch.device(cfg.model.device)
 
@@ -108,21 +183,72 @@ class Trainer:
         self.iteration = 0
         self.panel_position = 0
         self.traj_counter = 0
+        #: seconds the last checkpoint save took; logged as ``time/checkpoint`` in the next row
+        #: (the row of an iteration is written before its checkpoint, see :meth:`train`)
+        self._checkpoint_s: float | None = None
         self.logger = MetricsLogger(self.run_dir, cfg.log, resume=resume)
         if resume:
-            ckpt = latest_checkpoint(self.ckpt_dir)
-            if ckpt is None:
-                log.warning("--resume: no checkpoint in %s; starting from scratch", self.ckpt_dir)
+            found = load_latest(self.ckpt_dir, self.model, self.optimizer, self.scheduler)
+            if found is None:
+                log.warning("--resume: no checkpoint in %s; starting from scratch (rows of the earlier "
+                            "attempt discarded)", self.ckpt_dir)
+                for p in self.logger.row_files:
+                    p.unlink(missing_ok=True)
             else:
-                state = load_trainer_state(ckpt, self.model, self.optimizer, self.scheduler)
-                if state.get("train_panel_hash") != self.train_panel.hash:
+                ckpt, state = found
+                if not self.train_panel.matches(state.get("train_panel_hash")):  # format-1 hashes too
                     raise SeedRLError(f"cannot resume: train panel changed ({state.get('train_panel_hash')} "
                                       f"-> {self.train_panel.hash})")
                 self.iteration = state["iteration"]
                 self.panel_position = state["panel_position"]
                 self.traj_counter = state["traj_counter"]
-                self.logger.truncate_after(self.iteration)
+                for p in self.logger.row_files:
+                    cut_rows(p, self.iteration)
+                self._record_resume_config(changes)
                 log.info("resumed from %s at iteration %d", ckpt, self.iteration)
+
+    # ------------------------------------------------------------------ resume config
+    def _check_resume_config(self, cfg: TrainConfig) -> dict[str, tuple[Any, Any]]:
+        """The safe changes of ``cfg`` against the run's ``config.yaml``; a one-line SeedRLError
+        naming every unsafe one (see :data:`RESUME_SAFE_KEYS`)."""
+        from seedrl.config import load_config
+
+        path = self.run_dir / "config.yaml"
+        if not path.exists():
+            log.warning("--resume: %s is missing; the settings of the run cannot be checked", path)
+            return {}
+        try:
+            old = load_config(TrainConfig, path)
+        except SeedRLError as exc:
+            raise SeedRLError(f"cannot resume: {path} is unreadable ({exc})") from None
+        except Exception as exc:  # noqa: BLE001 - a damaged YAML file
+            raise SeedRLError(f"cannot resume: {path} is unreadable ({type(exc).__name__})") from None
+        changes = config_changes(old, cfg)
+        unsafe = {k: v for k, v in changes.items() if not resume_safe(k)}
+        if unsafe:
+            listed = ", ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in unsafe.items())
+            raise SeedRLError(f"cannot resume {self.run_dir}: these settings change what the run computes: "
+                              f"{listed}; resume with the run's settings (its config.yaml) or start a new run_dir")
+        return changes
+
+    def _record_resume_config(self, changes: dict[str, tuple[Any, Any]]) -> None:
+        """Keep ``config.yaml`` the config in effect; the first config survives as
+        ``config.original.yaml`` and every change is a row of ``config_changes.jsonl``."""
+        cfg_path = self.run_dir / "config.yaml"
+        if not changes and cfg_path.exists():
+            return
+        if changes:
+            original = self.run_dir / "config.original.yaml"
+            if cfg_path.exists() and not original.exists():
+                shutil.copyfile(cfg_path, original)
+            row = {"iteration": self.iteration, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                   "changes": {k: {"old": a, "new": b} for k, (a, b) in changes.items()}}
+            with (self.run_dir / "config_changes.jsonl").open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            fsync_file(self.run_dir / "config_changes.jsonl")
+            log.warning("--resume at iteration %d with changed settings (recorded in config_changes.jsonl): %s",
+                        self.iteration, ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()))
+        save_config(self.cfg, cfg_path)
 
     # ------------------------------------------------------------------ tasks
     def next_tasks(self) -> list[str]:
@@ -143,7 +269,7 @@ class Trainer:
     def collect(self, timings: dict[str, float]) -> list[Trajectory]:
         tasks = self.next_tasks()
         e = self.cfg.env
-        trajs = rollout(self.backend, self.tokenizer, lambda: make_env(e.name, **e.kwargs), tasks,
+        trajs = rollout(self.backend, self.tokenizer, EnvFactory(e.name, e.kwargs), tasks,
                         self.cfg.rollout.group_size, rollout_settings(self.cfg),
                         seed=self.cfg.seed * 100_003 + self.iteration, traj_offset=self.traj_counter,
                         timings=timings)
@@ -329,7 +455,7 @@ class Trainer:
                            max_prompt_tokens=c.rollout.max_prompt_tokens, greedy=c.eval.greedy,
                            temperature=c.eval.temperature, batch_size=c.eval.batch_size, seed=c.seed,
                            num_tasks=c.eval.num_tasks, step_timeout_s=c.env.step_timeout_s,
-                           env_workers=c.env.workers)
+                           env_workers=c.env.workers, executor=c.env.executor)
             res["iteration"] = self.iteration
             out[split] = res
         self._write_evals(tag, out)
@@ -347,8 +473,9 @@ class Trainer:
     def _initial_evals(self, reuse: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
         """The iteration-0 evaluation; ``reuse`` = results already measured for this exact initial
         policy and panels (``seedrl compare`` shares them between the methods of a seed)."""
-        if reuse is not None and all(s in reuse and reuse[s].get("panel_hash") == p.hash
-                                     for s, p in self.eval_panels.items()):
+        played = {s: p.subset(self.cfg.eval.num_tasks) for s, p in self.eval_panels.items()}
+        if reuse is not None and all(s in reuse and played[s].matches(reuse[s].get("panel_hash"))
+                                     for s in self.eval_panels):
             out = {s: dict(reuse[s], iteration=0, reused=True) for s in self.eval_panels}
             self._write_evals("iter_000000", out)
             return out
@@ -428,8 +555,14 @@ class Trainer:
         Evaluates every panel of ``eval.split_list`` at iteration 0, every ``eval.every`` iterations
         and at the end (rows in eval.jsonl, files in eval/). ``summary["eval_before"/"eval_after"]``
         is the primary panel's result, ``summary["evals_before"/"evals_after"]`` all of them.
-        ``initial_eval``: iteration-0 results to reuse instead of measuring them again."""
+        ``initial_eval``: iteration-0 results to reuse instead of measuring them again.
+
+        Each iteration's rows (skills, eval, metrics) are written and fsynced *before* its
+        checkpoint is committed: a kill anywhere leaves rows of at most one iteration past the last
+        checkpoint, which a resume cuts and redoes (a kill after the commit loses nothing). The time
+        a save takes is therefore logged as ``time/checkpoint`` in the next iteration's row."""
         c = self.cfg
+        remove_orphans(self.ckpt_dir)
         summary: dict[str, Any] = {}
         if self.iteration == 0 and c.eval.num_tasks != 0:
             evals = self._initial_evals(initial_eval)
@@ -448,13 +581,20 @@ class Trainer:
                     metrics["eval/success_rate"] = next(iter(evals.values()))["success_rate"]
                     metrics |= {f"eval/{s}/success_rate": r["success_rate"] for s, r in evals.items()}
                     metrics["time/eval"] = time.perf_counter() - t0
+                if self._checkpoint_s is not None:
+                    metrics["time/checkpoint"] = self._checkpoint_s
+                    self._checkpoint_s = None
+                self.logger.log(metrics)
+                for p in self.logger.row_files:
+                    fsync_file(p)
+                advance(metrics)
                 if c.save_every and (self.iteration % c.save_every == 0 or self.iteration == c.iterations):
                     t0 = time.perf_counter()
                     self.save()
-                    metrics["time/checkpoint"] = time.perf_counter() - t0
-                self.logger.log(metrics)
-                advance(metrics)
+                    self._checkpoint_s = time.perf_counter() - t0
         if self.iteration >= c.iterations and c.eval.num_tasks != 0:
+            if self.iteration > 0:  # rows of an earlier final evaluation of this iteration (a resumed run)
+                cut_rows(self.logger.eval_path, self.iteration - 1)
             evals = self.run_evals(f"iter_{self.iteration:06d}")
             self._log_evals(evals)
             summary["evals_after"] = evals
@@ -468,7 +608,7 @@ def rollout_settings(cfg: TrainConfig, temperature: float | None = None) -> Roll
     return RolloutSettings(
         env_title=env_class(cfg.env.name).title or cfg.env.name, max_steps=cfg.env.max_steps,
         history_length=cfg.env.history_length, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
-        step_timeout_s=cfg.env.step_timeout_s, env_workers=cfg.env.workers,
+        step_timeout_s=cfg.env.step_timeout_s, env_workers=cfg.env.workers, executor=cfg.env.executor,
         sampling=SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, top_p=cfg.rollout.top_p,
                                 temperature=cfg.rollout.temperature if temperature is None else temperature,
                                 stop=list(env_class(cfg.env.name).stop)))
