@@ -28,9 +28,10 @@ from typing import Any
 import torch
 
 from seedrl.envs.panels import Panel
-from seedrl.envs.registry import env_class, make_env
+from seedrl.envs.registry import env_class
 from seedrl.models.scoring import batched_logprobs
 from seedrl.rollout.backends import GenerationBackend, SamplingParams
+from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import RolloutSettings, encode_messages, rollout
 from seedrl.skills.injection import inject_into_messages
 
@@ -40,24 +41,25 @@ DIAGNOSTIC = "skill_lift"
 def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analyzer, *, max_steps: int,
                history_length: int, max_new_tokens: int, max_prompt_tokens: int = 2048, greedy: bool = True,
                temperature: float = 0.4, batch_size: int = 32, seed: int = 0, num_tasks: int | None = None,
-               step_timeout_s: float = 60.0, env_workers: int = 8, bf16: bool = False,
+               step_timeout_s: float = 60.0, env_workers: int = 8, executor: str = "thread", bf16: bool = False,
                micro_batch_size: int = 16) -> dict[str, Any]:
     """Run the probe on ``panel`` (see the module docstring); ``model`` scores the teacher/student
     log-probs, ``analyzer`` has ``analyze(trajectories) -> [AnalysisResult]``."""
-    task_ids = list(panel.task_ids[:num_tasks] if num_tasks else panel.task_ids)
+    played = panel.subset(num_tasks)  # the same seeded, type-stratified subset `seedrl eval` plays
+    task_ids = list(played.task_ids)
     cls = env_class(panel.env)
     settings = RolloutSettings(
         env_title=cls.title or panel.env, max_steps=max_steps, history_length=history_length,
         max_prompt_tokens=max_prompt_tokens,
         sampling=SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy,
                                 stop=list(cls.stop)),
-        step_timeout_s=step_timeout_s, env_workers=env_workers)
+        step_timeout_s=step_timeout_s, env_workers=env_workers, executor=executor)
     rows: list[dict[str, Any]] = []
     deltas: list[torch.Tensor] = []
     t0 = time.perf_counter()
     for start in range(0, len(task_ids), batch_size):
         chunk = task_ids[start:start + batch_size]
-        first = rollout(backend, tokenizer, lambda: make_env(panel.env, **panel.env_kwargs), chunk, 1, settings,
+        first = rollout(backend, tokenizer, EnvFactory(panel.env, panel.env_kwargs), chunk, 1, settings,
                         seed=seed + start, traj_offset=start)
         playable = [t for t in first if t.error is None and t.steps]
         results = {t.task_id: r for t, r in zip(playable, analyzer.analyze(playable))}
@@ -69,7 +71,7 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
         again = {}
         if skills:
             redo = [tid for tid in chunk if tid in skills]
-            again = {t.task_id: t for t in rollout(backend, tokenizer, lambda: make_env(panel.env, **panel.env_kwargs),
+            again = {t.task_id: t for t in rollout(backend, tokenizer, EnvFactory(panel.env, panel.env_kwargs),
                                                    redo, 1, settings, seed=seed + start, traj_offset=start,
                                                    prompt_hook=with_skill)}
         deltas += _teacher_shift(model, tokenizer, [t for t in playable if t.task_id in skills], skills,
@@ -81,7 +83,7 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
                          "skill": r.skill if r else None, "analysis_error": (r.error if r else t.error),
                          "won_with_skill": None if second is None else second.won,
                          "steps": len(t.steps), "steps_with_skill": None if second is None else len(second.steps)})
-    return _summary(panel, rows, deltas, analyzer) | {
+    return _summary(panel, played, rows, deltas, analyzer) | {
         "greedy": greedy, "temperature": None if greedy else temperature, "seed": seed,
         "time_s": time.perf_counter() - t0, "tasks": rows}
 
@@ -103,7 +105,7 @@ def _teacher_shift(model, tokenizer, trajs, skills: dict[str, str], max_prompt_t
     return [t - s for t, s in zip(teacher, student)]
 
 
-def _summary(panel: Panel, rows: list[dict[str, Any]], deltas: list[torch.Tensor], analyzer) -> dict[str, Any]:
+def _summary(panel: Panel, played: Panel, rows: list[dict[str, Any]], deltas: list[torch.Tensor], analyzer) -> dict[str, Any]:
     skilled = [r for r in rows if r["won_with_skill"] is not None]
     n, k = len(rows), len(skilled)
     plain = sum(r["won"] for r in skilled)
@@ -112,7 +114,8 @@ def _summary(panel: Panel, rows: list[dict[str, Any]], deltas: list[torch.Tensor
     return {
         "diagnostic": DIAGNOSTIC,
         "note": "second attempts carry a hindsight skill about the same task: not a success rate of the policy",
-        "env": panel.env, "split": panel.split, "panel_hash": panel.hash, "analyzer": getattr(analyzer, "name", "?"),
+        "env": panel.env, "split": panel.split, "panel_hash": played.hash, "full_panel_hash": panel.hash,
+        "analyzer": getattr(analyzer, "name", "?"),
         "num_tasks": n, "success_plain_all": sum(r["won"] for r in rows) / max(1, n),
         "with_skill": k, "parse_rate": k / max(1, n),
         "success_without_skill": plain / max(1, k), "success_with_skill": helped / max(1, k),

@@ -1,9 +1,12 @@
 """Batched multi-turn rollout: every live episode advances one step per batched ``generate`` call.
 
 ``tasks × group_size`` episodes run in lockstep. Per turn: build each live episode's step prompt,
-generate all responses in one call, parse actions, step the environments in a thread pool. An
-environment that raises, or hangs past ``step_timeout_s``, ends only its own episode (truncated,
-error recorded, logged); the batch goes on.
+generate all responses in one call, then let the envs read the responses and step, each phase one
+batch of calls with one deadline for the whole turn (``step_timeout_s``). The envs live in an
+executor (:mod:`seedrl.rollout.executors`: a thread per episode by default, or a process per
+episode). An environment that raises, hangs past the turn's deadline or dies ends only its own
+episode (truncated, error recorded, logged); the batch goes on, and a turn lasts at most about one
+``step_timeout_s`` however many envs hang.
 """
 
 from __future__ import annotations
@@ -11,14 +14,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
-from typing import Any
 
 from seedrl.agent.prompts import HistoryItem, build_step_prompt, step_messages
 from seedrl.envs.base import Env
+from seedrl.errors import SeedRLError
 from seedrl.rollout.backends import GenerationBackend, SamplingParams
+from seedrl.rollout.executors import (
+    Outcome,
+    check_executor,
+    env_privileged_state,
+    env_read,
+    env_reset,
+    env_step,
+    make_executor,
+)
 from seedrl.rollout.types import StepSample, Trajectory
 
 log = logging.getLogger(__name__)
@@ -33,15 +43,21 @@ class RolloutSettings:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     step_timeout_s: float = 60.0
     env_workers: int = 8
+    #: where env calls run (seedrl.rollout.executors.EXECUTORS): "thread" or "process"
+    executor: str = "thread"
+
+    def __post_init__(self) -> None:
+        check_executor(self.executor)
 
 
 @dataclass
 class _Episode:
-    env: Env
     traj: Trajectory
     obs: str = ""
     history: list[HistoryItem] = field(default_factory=list)
     done: bool = False
+    instruction: str | None = None
+    admissible: list[str] | None = None
 
 
 def encode_messages(tokenizer, messages: list[dict[str, str]]) -> list[int]:
@@ -50,22 +66,13 @@ def encode_messages(tokenizer, messages: list[dict[str, str]]) -> list[int]:
     return tokenizer(text, add_special_tokens=False)["input_ids"]
 
 
-def _call(pool: ThreadPoolExecutor, fn: Callable[..., Any], timeout: float, *args) -> tuple[Any, str | None]:
-    fut = pool.submit(fn, *args)
-    try:
-        return fut.result(timeout=timeout), None
-    except FutureTimeout:
-        return None, f"env call timed out after {timeout:.0f}s"
-    except Exception as exc:  # an env bug must end one episode, not the run
-        return None, f"{type(exc).__name__}: {exc}"
-
-
-def _format_valid(env: Env, text: str) -> bool:
-    try:
-        return bool(env.format_valid(text))
-    except Exception as exc:  # a buggy format check counts the turn as malformed, never ends the run
-        log.warning("format_valid raised %s: %s; counting the turn as malformed", type(exc).__name__, exc)
-        return False
+def _fault(what: str, outcome: Outcome, timeout: float) -> str:
+    """The error an episode ends with: the env's exception as it was, or what happened to its worker."""
+    if outcome.kind == "raised":
+        return outcome.error or "error"
+    if outcome.kind == "timeout":
+        return f"env {what} timed out after {timeout:g}s"
+    return f"env {what} failed: {outcome.error}"
 
 
 def _end_with_error(ep: _Episode, err: str) -> None:
@@ -89,37 +96,46 @@ def rollout(
 
     ``group_id`` is the task's index in ``task_ids``; ``traj_id`` counts from ``traj_offset``.
     ``seed`` fixes every sampling decision (turn t uses a seed derived from ``seed`` and t).
+    ``make_env()`` makes one episode's env, in the executor's worker (``settings.executor``); the
+    ``process`` executor needs it picklable (``seedrl.rollout.executors.EnvFactory(name, kwargs)``).
     ``prompt_hook(task_id, messages) -> messages`` rewrites every step prompt before it is encoded
     (diagnostics only, e.g. the skill-lift probe; training and evaluation never pass one).
     """
     timings = timings if timings is not None else {}
+    timeout = settings.step_timeout_s
     episodes: list[_Episode] = []
     for g, task_id in enumerate(task_ids):
         for _ in range(group_size):
             tid = traj_offset + len(episodes)
-            episodes.append(_Episode(env=make_env(), traj=Trajectory(traj_id=tid, group_id=g, task_id=task_id)))
-    pool = ThreadPoolExecutor(max_workers=max(1, min(settings.env_workers, len(episodes))))
+            episodes.append(_Episode(traj=Trajectory(traj_id=tid, group_id=g, task_id=task_id)))
+    executor = make_executor(settings.executor, make_env, workers=min(settings.env_workers, len(episodes)))
     try:
         t0 = time.perf_counter()
-        resets = [(ep, pool.submit(ep.env.reset, ep.traj.task_id)) for ep in episodes]
-        for ep, fut in resets:
-            try:
-                ep.obs = fut.result(timeout=settings.step_timeout_s)
-                ep.traj.task_description = ep.env.task_description
-            except FutureTimeout:
-                _end_with_error(ep, f"env reset timed out after {settings.step_timeout_s:.0f}s")
-            except Exception as exc:
-                _end_with_error(ep, f"{type(exc).__name__}: {exc}")
+        made = executor.open(len(episodes), time.monotonic() + timeout)
+        if made and not any(m.ok for m in made):  # nothing to play: a config or setup error, say it
+            raise SeedRLError(f"no environment could be made ({settings.executor} executor): "
+                              f"{_fault('start', made[0], timeout)}")
+        for ep, m in zip(episodes, made):
+            if not m.ok:
+                _end_with_error(ep, _fault("start", m, timeout))
+        resets = executor.run({i: (env_reset, (ep.traj.task_id,)) for i, ep in enumerate(episodes) if not ep.done},
+                              time.monotonic() + timeout)
+        for i, out in resets.items():
+            ep = episodes[i]
+            if out.ok:
+                ep.obs, ep.traj.task_description, ep.instruction, ep.admissible = out.value
+            else:
+                _end_with_error(ep, _fault("reset", out, timeout))
         timings["env"] = timings.get("env", 0.0) + time.perf_counter() - t0
 
         for turn in range(settings.max_steps):
-            live = [ep for ep in episodes if not ep.done]
+            live = [i for i, ep in enumerate(episodes) if not ep.done]
             if not live:
                 break
             t0 = time.perf_counter()
             messages, prompts = [], []
-            for ep in live:
-                msgs, ids = _fit_prompt(tokenizer, ep, turn, settings, prompt_hook)
+            for i in live:
+                msgs, ids = _fit_prompt(tokenizer, episodes[i], turn, settings, prompt_hook)
                 messages.append(msgs)
                 prompts.append(ids)
             timings["prompt"] = timings.get("prompt", 0.0) + time.perf_counter() - t0
@@ -128,31 +144,34 @@ def rollout(
             timings["generate"] = timings.get("generate", 0.0) + time.perf_counter() - t0
 
             t0 = time.perf_counter()
-            actions = [ep.env.parse_action(g.text) for ep, g in zip(live, gens)]
-            futures = [pool.submit(ep.env.step, a) if a is not None else None for ep, a in zip(live, actions)]
-            for ep, msgs, ids, gen, action, fut in zip(live, messages, prompts, gens, actions, futures):
+            deadline = time.monotonic() + timeout  # one for the turn: reading and stepping
+            reads = executor.run({i: (env_read, (g.text,)) for i, g in zip(live, gens)}, deadline)
+            acts = {i: r.value[0] for i, r in reads.items() if r.ok and r.value[0] is not None}
+            steps = executor.run({i: (env_step, (a,)) for i, a in acts.items()}, deadline)
+            for i, msgs, ids, gen in zip(live, messages, prompts, gens):
+                ep, read = episodes[i], reads[i]
+                action, format_valid, format_error = read.value if read.ok else (None, False, None)
+                if format_error:
+                    log.warning("format_valid raised %s; counting the turn as malformed", format_error)
                 sample = StepSample(prompt_ids=ids, response_ids=gen.token_ids, logprobs=gen.logprobs,
                                     traj_id=ep.traj.traj_id, group_id=ep.traj.group_id, step=turn, reward=0.0,
                                     action_valid=False, messages=msgs, response_text=gen.text,
-                                    observation=ep.obs, action=action,
-                                    format_valid=_format_valid(ep.env, gen.text))
+                                    observation=ep.obs, action=action, format_valid=format_valid)
                 ep.traj.steps.append(sample)
-                if fut is None:  # unparsable turn: the env receives nothing, the step is penalised
+                if not read.ok:
+                    _end_with_error(ep, _fault("read", read, timeout))
+                    continue
+                if action is None:  # unparsable turn: the env receives nothing, the step is penalised
                     ep.history.append(HistoryItem(ep.obs, None))
                     continue
-                try:
-                    obs, reward, done, info = fut.result(timeout=settings.step_timeout_s)
-                except FutureTimeout:
-                    _end_with_error(ep, f"env step timed out after {settings.step_timeout_s:.0f}s")
+                step = steps[i]
+                if not step.ok:
+                    _end_with_error(ep, _fault("step", step, timeout))
                     continue
-                except Exception as exc:
-                    _end_with_error(ep, f"{type(exc).__name__}: {exc}")
-                    continue
-                sample.reward = float(reward)
-                sample.action_valid = bool(info.get("action_valid", True))
+                obs, sample.reward, done, won, sample.action_valid, ep.admissible = step.value
                 ep.history.append(HistoryItem(ep.obs, action))
                 ep.obs = obs
-                if info.get("won"):
+                if won:
                     ep.traj.won = True
                 if done:
                     ep.done = True
@@ -160,28 +179,25 @@ def rollout(
         for ep in episodes:
             if not ep.done:
                 ep.traj.truncated = True
-            if ep.traj.error is None:
-                try:
-                    ep.traj.privileged_state = ep.env.privileged_state()
-                except Exception as exc:
-                    log.warning("privileged_state failed for task %s: %s", ep.traj.task_id, exc)
-    finally:
-        for ep in episodes:  # also after a fault, so engines and slots are released
-            try:
-                ep.env.close()
-            except Exception:
-                pass
-        pool.shutdown(wait=False, cancel_futures=True)
+        states = executor.run({i: (env_privileged_state, ()) for i, ep in enumerate(episodes) if ep.traj.error is None},
+                              time.monotonic() + timeout)
+        for i, out in states.items():
+            if out.ok:
+                episodes[i].traj.privileged_state = out.value
+            else:
+                log.warning("privileged_state failed for task %s: %s", episodes[i].traj.task_id,
+                            _fault("privileged_state", out, timeout))
+    finally:  # also after a fault, so engines, slots and workers are released
+        executor.close(time.monotonic() + timeout)
     return [ep.traj for ep in episodes]
 
 
 def _fit_prompt(tokenizer, ep: _Episode, turn: int, s: RolloutSettings,
                 hook=None) -> tuple[list[dict[str, str]], list[int]]:
     """The step prompt, dropping the oldest history pairs if it exceeds ``max_prompt_tokens``."""
-    admissible = ep.env.admissible_actions()
     for h in range(s.history_length, -1, -1):
-        text = build_step_prompt(s.env_title, ep.traj.task_description or ep.env.task_description, ep.obs,
-                                 ep.history, turn, h, admissible, ep.env.instruction)
+        text = build_step_prompt(s.env_title, ep.traj.task_description, ep.obs,
+                                 ep.history, turn, h, ep.admissible, ep.instruction)
         msgs = step_messages(text)
         if hook is not None:
             msgs = hook(ep.traj.task_id, msgs)

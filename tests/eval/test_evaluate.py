@@ -95,3 +95,29 @@ def test_evaluation_prompts_never_carry_a_skill(tmp_path, tiny_tokenizer):
     tr.cfg.eval.num_tasks = 2
     tr.run_evals("check")
     assert len(seen) >= 4 and not any(has_skill(p) or SKILL in p for p in seen)
+
+
+@pytest.mark.slow
+@pytest.mark.faults
+def test_env_executor_setting_reaches_training_rollouts_and_evaluation(tmp_path, monkeypatch):
+    """`env.executor: process` is what the trainer's rollouts and evaluations run on, and one
+    iteration gives the same trajectories and metrics as the thread executor."""
+    from seedrl.rollout import runner
+
+    made: list[str] = []
+    real = runner.make_executor
+
+    def recording(name, *a, **k):
+        made.append(name)
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(runner, "make_executor", recording)
+    rows = {}
+    for ex in ("thread", "process"):
+        made.clear()
+        cfg = tiny_cfg(tmp_path / ex, iterations=1, save_every=0, **{"env.executor": ex, "eval.num_tasks": 2})
+        Trainer(cfg).train()
+        assert made and set(made) == {ex}  # every rollout (training and evaluation) on the configured one
+        rows[ex] = [json.loads(x) for x in (tmp_path / ex / "metrics.jsonl").read_text().splitlines()]
+    strip = [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows["thread"]]
+    assert strip == [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows["process"]]
