@@ -4,18 +4,68 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Optional
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from seedrl.envs.registry import DEFAULT_ENV
-from seedrl.errors import SeedRLError
+from seedrl.errors import SeedRLError, describe_os_error
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+#: set by --verbose: a user error then also shows its traceback
+_VERBOSE = False
+
+
+def user_error_message(exc: BaseException) -> str | None:
+    """The one line for an exception the user caused (bad config, bad YAML, a full or read-only
+    disk, ...); None for anything else, which is a bug and keeps its traceback."""
+    if isinstance(exc, SeedRLError):
+        return str(exc)
+    try:
+        from pydantic import ValidationError
+    except ImportError:  # pragma: no cover - pydantic is a dependency
+        ValidationError = ()  # type: ignore[assignment]  # noqa: N806
+    if ValidationError and isinstance(exc, ValidationError):
+        parts = []
+        for err in exc.errors():
+            loc = ".".join(str(x) for x in err["loc"])
+            parts.append(f"{loc}: {err['msg']}" if loc else err["msg"])
+        return f"invalid {exc.title}: " + "; ".join(parts)
+    import yaml
+
+    if isinstance(exc, yaml.YAMLError):
+        from seedrl.config import _yaml_problem
+
+        return f"not valid YAML: {_yaml_problem(exc)}"
+    if isinstance(exc, OSError):
+        return describe_os_error(exc)
+    return None
+
+
+class _OneLineErrors(TyperGroup):
+    """The single place where user errors become ``error: <one line>`` on stderr with exit code 2
+    (whatever the command, and whether it runs as ``seedrl`` or ``python -m seedrl.cli``); any other
+    exception is a bug and shows its traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            msg = user_error_message(exc)
+            if msg is None:
+                raise
+            _fail(exc, msg)
+
+
+app = typer.Typer(cls=_OneLineErrors, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train LLM agents with RL on multi-turn environments (GRPO, SEED).")
 console = Console(highlight=False)
 SET_HELP = "Override a config key, e.g. --set optim.lr=1e-5 (repeatable)."
@@ -26,20 +76,68 @@ def _with_model(overrides: list[str] | None, model: str | None) -> list[str]:
     return list(overrides or []) + ([f"model.name={model}"] if model else [])
 
 
-def _fail(exc: Exception) -> None:
-    typer.echo(f"error: {exc}", err=True)  # one plain line, never wrapped
+def _fail(exc: BaseException | str, line: str | None = None) -> None:
+    """``error: <one line>`` on stderr, exit code 2; with --verbose the traceback first."""
+    if _VERBOSE and isinstance(exc, BaseException) and exc.__traceback__ is not None:
+        import traceback
+
+        traceback.print_exception(exc)
+    line = " ".join(str(exc if line is None else line).split())  # one plain line, never wrapped
+    typer.echo(f"error: {line}", err=True)
     raise typer.Exit(2)
 
 
+def _check_run_dir(run_dir: str) -> None:
+    """A run folder that cannot be one fails now, before a model is built."""
+    p = Path(run_dir).expanduser()
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                raise SeedRLError(f"run_dir {run_dir!r}: {str(q)!r} is a file, not a folder; remove it or choose "
+                                  f"another run_dir (--set run_dir=...)")
+            break
+
+
+def _check_jsonl(path: str) -> None:
+    """Every line of an SFT data file is a JSON object (the first bad one is named by file and line)."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise SeedRLError(f"SFT data {path!r} not found (no such file); give a JSONL file with --data (or data: in "
+                          f"the config)")
+    if p.is_dir():
+        raise SeedRLError(f"SFT data {path!r} is a folder; give a JSONL file")
+    with p.open(encoding="utf-8", errors="strict") as f:
+        try:
+            for n, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                except ValueError as exc:
+                    raise SeedRLError(f"{path}:{n}: not a JSON line ({exc.msg} at column {exc.colno}); each line "
+                                      f"must be one JSON object like {{\"prompt\": ..., \"response\": ...}}") from None
+                if not isinstance(row, dict):
+                    raise SeedRLError(f"{path}:{n}: expected a JSON object with 'response' and 'messages' or "
+                                      f"'prompt', got a {type(row).__name__}")
+        except UnicodeDecodeError:
+            raise SeedRLError(f"{path}: not UTF-8 text; SFT data must be a UTF-8 JSONL file") from None
+
+
 def _setup_logging(verbose: bool) -> None:
+    global _VERBOSE
+    _VERBOSE = verbose
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("transformers", "httpx"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
-    from transformers.utils import logging as hf_logging
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as hf_logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()  # weight loading/saving bars drown the training display
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()  # weight loading/saving bars drown the training display
+    else:  # the same, read by transformers when it is imported: a bad input fails before that import
+        os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+        os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
 
 @app.command()
@@ -52,9 +150,11 @@ def train(config: Path = typer.Option(..., "--config", "-c", help="YAML preset, 
     _setup_logging(verbose)
     try:
         from seedrl.config import TrainConfig, load_config
-        from seedrl.train.trainer import Trainer
 
         cfg = load_config(TrainConfig, config, _with_model(set_, model))
+        _check_run_dir(cfg.run_dir)
+        from seedrl.train.trainer import Trainer  # torch: after the cheap checks
+
         trainer = Trainer(cfg, resume=resume)
         console.print(trainer.precision.describe(), markup=False)
         summary = trainer.train()
@@ -80,10 +180,14 @@ def sft(config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML
     _setup_logging(verbose)
     try:
         from seedrl.config import SFTConfig, load_config
-        from seedrl.train.sft import run_sft
 
         overrides = _with_model(set_, model) + ([f"data={data}"] if data else [])
         cfg = load_config(SFTConfig, config, overrides)
+        _check_run_dir(cfg.run_dir)
+        if cfg.data:
+            _check_jsonl(cfg.data)
+        from seedrl.train.sft import run_sft  # torch: after the cheap checks
+
         summary = run_sft(cfg)
     except SeedRLError as exc:
         _fail(exc)
@@ -117,12 +221,22 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
     _setup_logging(verbose)
     try:
         from seedrl.config import TrainConfig, load_config
-        from seedrl.train.stage1 import run_analyze
 
+        for flag, value in (("--tasks", tasks), ("--rollouts", rollouts), ("--max-target-tokens", max_target_tokens)):
+            if value is not None and value < 1:
+                raise SeedRLError(f"{flag} must be at least 1, got {value}")
+        if temperature is not None and temperature <= 0:
+            raise SeedRLError(f"--temperature must be > 0 (the trajectories are sampled), got {temperature}")
+        if out.is_dir():
+            raise SeedRLError(f"--out {str(out)!r} is a folder; give a file path such as data/skills.jsonl")
         overrides = _with_model(set_, model) + [f"skills.analyzer={analyzer}"] + ([f"env.name={env}"] if env else [])
         cfg = load_config(TrainConfig, config, overrides)
+        from seedrl.train.stage1 import run_analyze  # torch: after the cheap checks
+
         s = run_analyze(cfg, out, tasks, rollouts, temperature, min_failure_frac=min_failure_frac,
                         max_target_tokens=max_target_tokens)
+        if not s["kept"]:
+            raise SeedRLError(_why_none_kept(s, out))
     except SeedRLError as exc:
         _fail(exc)
         return
@@ -134,6 +248,22 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
         typer.echo(f"warning: {s['failure_frac_note']}", err=True)
 
 
+def _why_none_kept(s: dict, out: Path) -> str:
+    """Why `seedrl analyze` wrote no row, and what to change."""
+    n = s["trajectories"]
+    if not n:
+        return (f"no trajectory kept: none was played without an error, so {out} holds no row; rerun with "
+                f"--verbose to see why, or check the env and --tasks")
+    reasons = []
+    if s["unparsed"]:
+        reasons.append(f"{s['unparsed']} got no skill from the {s['analyzer']} analyzer (rerun with --verbose; for "
+                       f"--analyzer api check the server and skills.api.*)")
+    if s["too_long"]:
+        reasons.append(f"{s['too_long']} answers were over {s['max_target_tokens']} tokens (raise "
+                       f"--max-target-tokens)")
+    return f"0 of {n} trajectories kept, so {out} holds no row: " + "; ".join(reasons or ["none had a skill"])
+
+
 @app.command("eval")
 def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder, a checkpoint folder, a model "
                                          "folder, a hub name or a built-in model (tiny-3m)"),
@@ -143,7 +273,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
           splits: Optional[list[str]] = typer.Option(None, "--split", "--panel",
                                                      help="panel: train | valid_seen | valid_unseen (repeatable; "
                                                      "default valid_unseen)"),
-          num_tasks: Optional[int] = typer.Option(None, "--num-tasks", help="first N tasks of each panel"),
+          num_tasks: Optional[int] = typer.Option(None, "--num-tasks", help="N tasks of each panel, seeded and stratified by task type"),
           max_steps: Optional[int] = typer.Option(None, "--max-steps"),
           history_length: Optional[int] = typer.Option(None, "--history-length"),
           greedy: bool = typer.Option(True, "--greedy/--sample", help="greedy decoding, or sampling at "
@@ -189,8 +319,29 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         if greedy and len(seed_list) > 1:
             raise SeedRLError("greedy evaluation does not depend on the seed: give one --seeds value, or pass "
                               "--sample for sampled evaluation under several seeds")
+        for flag, value, lo in (("--num-tasks", num_tasks, 1), ("--max-steps", max_steps, 1),
+                                ("--history-length", history_length, 0), ("--batch-size", batch_size, 1),
+                                ("--workers", workers, 1)):
+            if value is not None and value < lo:
+                raise SeedRLError(f"{flag} must be at least {lo}, got {value}")
+        if temperature < 0 or (not greedy and temperature == 0):
+            raise SeedRLError(f"--temperature must be > 0 when sampling (--sample), got {temperature}")
+        from seedrl.config import check_device, parse_yaml_value
+
+        device = check_device(device, "--device")
+        if device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise SeedRLError(f"--device {device} but CUDA is not available here; use --device cpu")
         split_list = list(dict.fromkeys(splits or ["valid_unseen"]))
         model_path, run_cfg = _resolve_checkpoint(checkpoint, latest_checkpoint, load_config, TrainConfig)
+        if run_cfg is None and env is None and not Path(checkpoint).expanduser().exists():
+            from seedrl.models.loading import TINY_CONFIGS
+
+            if checkpoint not in TINY_CONFIGS:
+                raise SeedRLError(f"checkpoint {checkpoint!r} does not exist (no such folder from {Path.cwd()}); give "
+                                  f"a run folder, a checkpoint folder or a model folder (a hub name also needs --env)")
         if set_:
             from seedrl.config import with_overrides
 
@@ -199,9 +350,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         if env_name is None:
             raise SeedRLError("--env is required when the checkpoint is not inside a run folder")
         if env_kwargs is not None:
-            import yaml
-
-            kwargs = yaml.safe_load(env_kwargs) or {}
+            kwargs = parse_yaml_value(env_kwargs, "--env-kwargs") or {}
             if not isinstance(kwargs, dict):
                 raise SeedRLError(f"--env-kwargs must be a YAML mapping, got {env_kwargs!r}")
         else:
@@ -217,6 +366,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
             "batch_size": batch_size or (run_cfg.eval.batch_size if run_cfg else 32), "num_tasks": num_tasks,
             "step_timeout_s": run_cfg.env.step_timeout_s if run_cfg else 60.0,
             "env_workers": workers or (run_cfg.env.workers if run_cfg else 8),
+            "executor": run_cfg.env.executor if run_cfg else "thread",
         }
         prec = resolve_precision(precision, device)
         tok = load_tokenizer(model_path)
@@ -375,6 +525,11 @@ def _resolve_checkpoint(spec: str, latest_checkpoint, load_config, TrainConfig):
             sft = load_config(SFTConfig, p / "config.yaml")
             run_cfg = TrainConfig(model=sft.model, env=sft.env, eval=sft.eval)
         return str(p / "model"), run_cfg
+    from seedrl.models.loading import _looks_like_path
+
+    if not p.expanduser().exists() and _looks_like_path(spec):
+        raise SeedRLError(f"checkpoint {spec!r} does not exist (no such folder from {Path.cwd()}); give a run "
+                          f"folder, a checkpoint folder, a model folder, a hub name or a built-in model")
     return spec, None
 
 
@@ -402,21 +557,30 @@ def envs() -> None:
 def play(env: str = typer.Option(DEFAULT_ENV, "--env"),
          task: Optional[str] = typer.Option(None, "--task", help="task id (default: first of the panel)"),
          split: str = typer.Option("valid_seen", "--split"),
+         env_kwargs: Optional[str] = typer.Option(None, "--env-kwargs", help="env options as YAML, e.g. "
+                                                  "'{dim: [5, 5], coords: true}'"),
          max_steps: int = typer.Option(50, "--max-steps")) -> None:
     """Play an environment yourself in the terminal (type 'expert' for a hint, 'quit' to stop)."""
     try:
+        from seedrl.config import parse_yaml_value
         from seedrl.envs.panels import build_panel
         from seedrl.envs.registry import make_env
 
-        e = make_env(env)
-        task_id = task or build_panel(env, split).task_ids[0]
+        if max_steps < 1:
+            raise SeedRLError(f"--max-steps must be at least 1, got {max_steps}")
+        kwargs = (parse_yaml_value(env_kwargs, "--env-kwargs") or {}) if env_kwargs else {}
+        if not isinstance(kwargs, dict):
+            raise SeedRLError(f"--env-kwargs must be a YAML mapping, got {env_kwargs!r}")
+        e = make_env(env, **kwargs)
+        task_id = task or build_panel(env, split, **kwargs).task_ids[0]
         obs = e.reset(task_id)
     except SeedRLError as exc:
         _fail(exc)
         return
     console.print(f"[bold]{env}[/] task {escape(task_id)}\nYour task is to: {escape(e.task_description)}\n")
     console.print(obs, highlight=False, markup=False)
-    for step in range(max_steps):
+    step, done = 0, False
+    while step < max_steps:  # a hint ('expert') is not a step
         adm = e.admissible_actions()
         if adm:
             console.print(f"[dim]actions: {escape(', '.join(adm))}[/]", highlight=False)
@@ -429,6 +593,7 @@ def play(env: str = typer.Option(DEFAULT_ENV, "--env"),
         if action == "expert":
             console.print(f"expert: {e.expert_action()}", markup=False)
             continue
+        step += 1
         try:
             obs, reward, done, info = e.step(action)
         except Exception as exc:  # an engine fault ends the episode, as it does in a rollout
@@ -440,6 +605,8 @@ def play(env: str = typer.Option(DEFAULT_ENV, "--env"),
         if done:
             console.print(f"[bold]{'won' if info.get('won') else 'episode over'}[/] (reward {reward})")
             break
+    if step >= max_steps and not done:
+        console.print(f"[bold]step limit reached[/] ({max_steps} steps; --max-steps sets it)")
     e.close()
 
 

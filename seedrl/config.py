@@ -6,8 +6,9 @@ the resolved config is written into the run folder so every number can be traced
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -16,24 +17,50 @@ from seedrl.envs.registry import DEFAULT_ENV
 from seedrl.errors import SeedRLError
 from seedrl.methods import METHOD_NAMES, METHODS
 
+#: range-checked field types: a bad value fails when the config is built, naming the field
+PosInt = Annotated[int, Field(gt=0)]
+NonNegInt = Annotated[int, Field(ge=0)]
+PosFloat = Annotated[float, Field(gt=0)]
+NonNegFloat = Annotated[float, Field(ge=0)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+Name = Annotated[str, Field(min_length=1)]
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+_DEVICE = re.compile(r"^(cpu|mps|(cuda|xpu|npu|hpu)(:\d+)?)$")
+
+
+def check_device(device: str, what: str = "model.device") -> str:
+    """``device`` if torch can name it (cpu, cuda, cuda:1, mps, ...), else a one-line error."""
+    if not isinstance(device, str) or not _DEVICE.match(device.strip()):
+        raise SeedRLError(f"{what} must be cpu, cuda, cuda:<index> or mps, got {device!r}")
+    return device.strip()
+
+
 class ModelConfig(_Strict):
-    name: str = "tiny-3m"
+    name: Name = "tiny-3m"
     #: the dtype the weights are held in. Weights the optimizer updates must be float32 (a bf16 weight
     #: does not move at lr 1e-6); bfloat16/float16 only for a frozen base under LoRA, or evaluation
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
-    device: str = "cpu"
-    init_seed: int = 0
+    device: Name = "cpu"
+    init_seed: NonNegInt = 0
     lora: dict[str, Any] | None = None
     #: compute precision: bf16 = forward/backward under bf16 autocast over the fp32 weights; fp32;
     #: auto = bf16 only where the device computes bf16 natively (CUDA from Ampere on, CPUs with
     #: AVX512-BF16/AMX), fp32 elsewhere (seedrl.models.precision)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     gradient_checkpointing: bool = False
+
+    @field_validator("device")
+    @classmethod
+    def _torch_device(cls, v: str) -> str:
+        try:
+            return check_device(v)
+        except SeedRLError as exc:
+            raise ValueError(str(exc).replace("model.device must", "must")) from None
 
     @model_validator(mode="before")
     @classmethod
@@ -47,15 +74,19 @@ class ModelConfig(_Strict):
 
 
 class EnvConfig(_Strict):
-    name: str = DEFAULT_ENV
+    name: Name = DEFAULT_ENV
     kwargs: dict[str, Any] = Field(default_factory=dict)
-    max_steps: int = 15
-    history_length: int = 2
-    step_timeout_s: float = 60.0
-    workers: int = 8
-    train_split: str = "train"
+    max_steps: PosInt = 15
+    history_length: NonNegInt = 2
+    step_timeout_s: PosFloat = 60.0
+    workers: PosInt = 8
+    #: where env calls run (seedrl.rollout.executors): thread = a daemon thread per episode; process = a
+    #: worker process per episode, killed and replaced when it hangs or dies (for engines that can hang
+    #: or crash the interpreter). Either way a faulty env ends only its own episode.
+    executor: Literal["thread", "process"] = "thread"
+    train_split: Name = "train"
     #: size of the train panel (None = the env's default)
-    train_size: int | None = None
+    train_size: PosInt | None = None
     #: which steps the invalid-action penalty hits. format (verl-agent's rule): the response breaks
     #: the env's output format (e.g. no <think>...</think> or <action>...</action>, CJK characters);
     #: a well-formed but inadmissible command is *not* penalised. admissible: the env did not accept
@@ -65,23 +96,24 @@ class EnvConfig(_Strict):
 
 class RolloutConfig(_Strict):
     backend: Literal["hf"] = "hf"
-    tasks_per_batch: int = 8
-    group_size: int = 8
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 64
-    max_prompt_tokens: int = 2048
+    tasks_per_batch: PosInt = 8
+    group_size: PosInt = 8
+    #: RL rollouts always sample, so > 0
+    temperature: PosFloat = 1.0
+    top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
+    max_new_tokens: PosInt = 64
+    max_prompt_tokens: PosInt = 2048
 
 
 class APIAnalyzerConfig(_Strict):
-    base_url: str = "http://127.0.0.1:8000/v1"
-    model: str = "gpt-4o-mini"
+    base_url: Name = "http://127.0.0.1:8000/v1"
+    model: Name = "gpt-4o-mini"
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.0
-    max_tokens: int = 1024
-    timeout_s: float = 60.0
-    concurrency: int = 8
-    parse_retries: int = 1
+    temperature: NonNegFloat = 0.0
+    max_tokens: PosInt = 1024
+    timeout_s: PosFloat = 60.0
+    concurrency: PosInt = 8
+    parse_retries: NonNegInt = 1
 
 
 class SkillsConfig(_Strict):
@@ -90,12 +122,12 @@ class SkillsConfig(_Strict):
     #: self = the rollout policy itself (SEED's default), api = an OpenAI-compatible endpoint,
     #: oracle = programmatic skills from privileged env state
     analyzer: Literal["self", "api", "oracle"] = "self"
-    max_new_tokens: int = 256
-    max_prompt_tokens: int = 4096
-    max_obs_chars: int | None = 2000
-    min_words: int = 5
+    max_new_tokens: PosInt = 256
+    max_prompt_tokens: PosInt = 4096
+    max_obs_chars: PosInt | None = 2000
+    min_words: NonNegInt = 5
     #: trajectories analysed per generate call by the self analyzer
-    batch_size: int = 64
+    batch_size: PosInt = 64
     #: OPID step-level skills: the analyzer also names critical steps ({"step", "skill"} entries of a
     #: ``step_skills`` list), and those steps are re-scored with only their ``**Critical-Step Skill**``
     #: block ("critical-first" routing); every other step keeps the episode skill. Off = SEED's
@@ -110,20 +142,23 @@ class AlgoConfig(_Strict):
     #: the method (seedrl/methods.py lists them all: grpo, seed, seed_nogate, sdar, grpo_opsd,
     #: skill_sd, opid)
     name: str = "grpo"
-    opd_coef: float = 0.01
-    opd_beta: float = 5.0
-    opid_coef: float = 1e-3
-    skill_sd_coef: float = 1e-3
+    opd_coef: NonNegFloat = 0.01
+    #: gate sharpness (0 = uniform gate)
+    opd_beta: NonNegFloat = 5.0
+    opid_coef: NonNegFloat = 1e-3
+    skill_sd_coef: NonNegFloat = 1e-3
     #: sdar: folder of <task type>.md skill files (default: the ones shipped for the env)
     static_skill_dir: str | None = None
     #: mean_std (GRPO, SEED) or mean (OPID's default)
     adv_norm: Literal["mean_std", "mean"] = "mean_std"
     adv_stats: Literal["steps", "trajectories"] = "steps"
-    invalid_penalty: float = 0.1
-    clip_ratio: float = 0.2
-    dual_clip_c: float = 3.0
-    kl_coef: float = 0.01
-    entropy_coef: float = 0.001
+    invalid_penalty: NonNegFloat = 0.1
+    #: PPO clip range: ratios outside [1 - clip_ratio, 1 + clip_ratio] are clipped
+    clip_ratio: Annotated[float, Field(gt=0, lt=1)] = 0.2
+    #: dual-clip constant c > 1 (verl)
+    dual_clip_c: Annotated[float, Field(gt=1)] = 3.0
+    kl_coef: NonNegFloat = 0.01
+    entropy_coef: NonNegFloat = 0.001
 
     @field_validator("name")
     @classmethod
@@ -134,27 +169,38 @@ class AlgoConfig(_Strict):
 
 
 class OptimConfig(_Strict):
-    lr: float = 1e-6
-    weight_decay: float = 0.01
-    grad_clip: float = 1.0
-    ppo_epochs: int = 1
-    #: step samples per optimizer step (None = the whole batch)
-    mini_batch_size: int | None = 64
-    micro_batch_size: int = 8
-    warmup_steps: int = 0
+    lr: PosFloat = 1e-6
+    weight_decay: NonNegFloat = 0.01
+    #: max gradient norm (0 would zero every update)
+    grad_clip: PosFloat = 1.0
+    ppo_epochs: PosInt = 1
+    #: step samples per optimizer step (None = the whole batch); micro-batches of
+    #: micro_batch_size accumulate into it, so neither needs to divide the other
+    mini_batch_size: PosInt | None = 64
+    micro_batch_size: PosInt = 8
+    warmup_steps: NonNegInt = 0
 
 
 class EvalConfig(_Strict):
-    split: str = "valid_seen"
+    split: Name = "valid_seen"
     #: several panels evaluated at every evaluation point (None = [split]); the first is the one
     #: reported as ``eval/success_rate`` and returned as ``eval_before``/``eval_after``
     splits: list[str] | None = None
-    num_tasks: int | None = 32
-    every: int = 0  # 0 = only before and after training
+    #: first N tasks of each panel (None = all; 0 = no evaluation)
+    num_tasks: NonNegInt | None = 32
+    every: NonNegInt = 0  # 0 = only before and after training
     greedy: bool = True
-    temperature: float = 0.4
-    batch_size: int = 32
-    max_steps: int | None = None
+    #: sampling temperature when not greedy (must then be > 0)
+    temperature: NonNegFloat = 0.4
+    batch_size: PosInt = 32
+    max_steps: PosInt | None = None
+
+    @model_validator(mode="after")
+    def _sampling_temperature(self) -> EvalConfig:
+        if not self.greedy and self.temperature <= 0:
+            raise ValueError("eval.temperature must be > 0 when eval.greedy is false (sampling); set "
+                             "eval.greedy=true for argmax decoding")
+        return self
 
     @property
     def split_list(self) -> list[str]:
@@ -170,12 +216,12 @@ class LogConfig(_Strict):
 
 
 class TrainConfig(_Strict):
-    run_dir: str = "runs/default"
-    seed: int = 0
-    iterations: int = 10
-    save_every: int = 5
-    keep_checkpoints: int = 2
-    torch_threads: int | None = None
+    run_dir: Name = "runs/default"
+    seed: NonNegInt = 0
+    iterations: NonNegInt = 10
+    save_every: NonNegInt = 5  # 0 = never
+    keep_checkpoints: NonNegInt = 2  # 0 = keep all
+    torch_threads: PosInt | None = None
     model: ModelConfig = Field(default_factory=ModelConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
@@ -199,33 +245,33 @@ class TrainConfig(_Strict):
 class SFTConfig(_Strict):
     """Supervised warm start: expert demonstrations from the env, or (prompt, response) JSONL."""
 
-    run_dir: str = "runs/sft"
-    seed: int = 0
-    torch_threads: int | None = None
+    run_dir: Name = "runs/sft"
+    seed: NonNegInt = 0
+    torch_threads: PosInt | None = None
     model: ModelConfig = Field(default_factory=ModelConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     #: JSONL with {"messages": [...], "response": "..."} or {"prompt": "...", "response": "..."}
-    data: str | None = None
-    demo_tasks: int = 256
+    data: Name | None = None
+    demo_tasks: NonNegInt = 256
     #: with ``data``: also train on expert demonstrations from this many train tasks, so a policy
     #: fine-tuned to write skills (SEED Stage 1) does not forget how to act
-    mix_demo_tasks: int = 0
+    mix_demo_tasks: NonNegInt = 0
     #: probability of a random (non-expert) action during demonstration play, so demos include recoveries
-    demo_noise: float = 0.1
+    demo_noise: Fraction = 0.1
     #: also train on expert demonstrations of this many train tasks whose step prompts carry a hindsight
     #: skill (the env oracle's, about an attempt at the same task) where SEED's teacher prompt puts it,
     #: so the policy learns to read skills (seedrl.train.sft.skill_demonstrations)
-    skill_demo_tasks: int = 0
+    skill_demo_tasks: NonNegInt = 0
     #: random-action probability of the attempts those skills are written about (so they also fail)
-    skill_attempt_noise: float = 0.5
-    epochs: int = 2
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    batch_size: int = 32
-    micro_batch_size: int = 16
-    grad_clip: float = 1.0
-    warmup_steps: int = 20
-    max_seq_tokens: int = 2048
+    skill_attempt_noise: Fraction = 0.5
+    epochs: PosInt = 2
+    lr: PosFloat = 1e-3
+    weight_decay: NonNegFloat = 0.0
+    batch_size: PosInt = 32
+    micro_batch_size: PosInt = 16
+    grad_clip: PosFloat = 1.0
+    warmup_steps: NonNegInt = 20
+    max_seq_tokens: PosInt = 2048
     eval: EvalConfig = Field(default_factory=EvalConfig)
 
 
@@ -242,13 +288,32 @@ def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:
     cur[keys[-1]] = value
 
 
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """``line L, column C: <problem>`` of a YAML error, on one line."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + " ".join(str(problem).split())
+
+
+def parse_yaml_value(raw: str, what: str) -> Any:
+    """A YAML scalar/flow value given on the command line; a syntax error names ``what``."""
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError as exc:
+        raise SeedRLError(f"{what}: {raw!r} is not valid YAML ({_yaml_problem(exc)}); quote or fix it") from None
+
+
 def parse_overrides(items: list[str] | None) -> list[tuple[str, Any]]:
     out = []
     for item in items or []:
         if "=" not in item:
-            raise SeedRLError(f"--set expects key=value, got {item!r}")
+            raise SeedRLError(f"--set expects key=value (e.g. --set optim.lr=1e-5), got {item!r}")
         key, raw = item.split("=", 1)
-        out.append((key.strip(), yaml.safe_load(raw) if raw != "" else ""))
+        key = key.strip()
+        if not key or any(not part for part in key.split(".")):
+            raise SeedRLError(f"--set expects key=value with a dotted key such as optim.lr, got {item!r}")
+        out.append((key, parse_yaml_value(raw, f"--set {key}") if raw != "" else ""))
     return out
 
 
@@ -257,26 +322,55 @@ def _explain(exc: ValidationError, cls: type[BaseModel]) -> SeedRLError:
     msgs = []
     for err in exc.errors():
         loc = ".".join(str(x) for x in err["loc"])
-        if err["type"] == "extra_forbidden":
+        if not loc:  # a check across fields: its message names them
+            msg = err["msg"]
+            msgs.append(msg[len("Value error, "):] if msg.startswith("Value error, ") else msg)
+        elif err["type"] == "extra_forbidden":
             section: Any = cls
             for part in err["loc"][:-1]:
                 section = section.model_fields[str(part)].annotation
             valid = ", ".join(getattr(section, "model_fields", {}))
             msgs.append(f"unknown config key {loc!r}; valid keys here: {valid}")
         else:
-            msgs.append(f"config key {loc!r}: {err['msg']}")
+            msg = err["msg"]
+            msg = msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+            msgs.append(f"config key {loc!r}: {msg} (got {err.get('input')!r})"
+                        if err["type"] in _RANGE_ERRORS else f"config key {loc!r}: {msg}")
     return SeedRLError("; ".join(msgs))
+
+
+_RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "string_too_short"}
+
+
+def read_config_file(path: str | Path) -> dict[str, Any]:
+    """The mapping in a YAML config file; any problem (missing, a folder, unreadable, bad YAML, not a
+    mapping) is one line that names the file."""
+    p = Path(path)
+    if not p.exists():
+        presets = sorted(x.name for x in Path("configs").glob("*.yaml")) if Path("configs").is_dir() else []
+        raise SeedRLError(f"config {str(path)!r} not found; presets in configs/: {', '.join(presets) or 'none'}")
+    if p.is_dir():
+        raise SeedRLError(f"config {str(path)!r} is a folder; give a YAML file such as configs/demo_sokoban.yaml")
+    try:
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise SeedRLError(f"config {str(path)!r} cannot be read: {reason}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SeedRLError(f"config {str(path)!r} is not valid YAML: {_yaml_problem(exc)}; fix the file") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SeedRLError(f"config {str(path)!r} must be a mapping of keys (run_dir: ..., model: {{...}}) at the "
+                          f"top level, got a {type(data).__name__}")
+    return data
 
 
 def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: list[str] | None = None):
     """Read a YAML preset (or defaults), apply ``key=value`` overrides, validate."""
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.exists():
-            presets = sorted(x.name for x in Path("configs").glob("*.yaml")) if Path("configs").is_dir() else []
-            raise SeedRLError(f"config {str(path)!r} not found; presets in configs/: {', '.join(presets) or 'none'}")
-        data = yaml.safe_load(p.read_text()) or {}
+    data: dict[str, Any] = read_config_file(path) if path is not None else {}
     for key, value in parse_overrides(overrides):
         _set_path(data, key, value)
     try:

@@ -68,6 +68,22 @@ def test_play_a_sokoban_room_to_a_win():
     assert "invalid action" in r.output and "won" in r.output
 
 
+def test_play_hints_are_not_steps_and_the_limit_is_said():
+    # 2 steps allowed: two hints then two bad moves use the limit, which is announced
+    r = runner.invoke(app, ["play", "--env", "sokoban", "--task", "6x6-b1-s1000000", "--max-steps", "2"],
+                      input="expert\nexpert\njump\njump\nup\n")
+    assert r.exit_code == 0, r.output
+    assert r.output.count("expert: ") == 2 and r.output.count("invalid action") == 2
+    assert "step limit reached" in r.output and "[3]>" not in r.output
+
+
+def test_play_takes_env_options():
+    r = runner.invoke(app, ["play", "--env", "sokoban", "--env-kwargs", "{dim: [5, 5], coords: true}"], input="quit\n")
+    assert r.exit_code == 0, r.output
+    assert "5x5" in r.output
+    one_line_error(runner.invoke(app, ["play", "--env", "sokoban", "--env-kwargs", "{dim: 5x5}"]), "dim")
+
+
 def test_eval_a_builtin_model_on_a_panel(tmp_path):
     out = tmp_path / "res.json"
     r = runner.invoke(app, ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--panel", "valid_unseen",
@@ -154,4 +170,5 @@ def test_analyze_plays_at_the_rl_temperature_and_caps_answer_length(tmp_path):
     assert 0 < meta["target_tokens"]["max"] <= 200 and meta["kept"] == 4
     r = runner.invoke(app, args + ["--max-target-tokens", "10"])
     meta = json.loads((tmp_path / "s.jsonl.meta.json").read_text())
-    assert r.exit_code == 0 and meta["kept"] == 0 and meta["too_long"] == 4 and out.read_text() == ""
+    assert meta["kept"] == 0 and meta["too_long"] == 4 and out.read_text() == ""
+    one_line_error(r, "0 of 4 trajectories kept", "raise --max-target-tokens")  # no row is a failure, said why

@@ -8,6 +8,8 @@ tokenizer shipped in the package: no file is downloaded, ever. Anything else goe
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +45,78 @@ def _declared_class(path: str) -> str | None:
         return None
 
 
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+def _looks_like_path(name: str) -> bool:
+    """A name meant as a folder: ./x, ../x, /x, ~/x, C:\\x, with more than one separator (a hub repo
+    id is ``name`` or ``namespace/name``), or under a folder that exists here (runs/x)."""
+    return (name.startswith((".", "/", "~")) or name.count("/") > 1 or (os.sep != "/" and os.sep in name)
+            or (os.altsep is not None and os.altsep != "/" and os.altsep in name)
+            or ("/" in name and Path(name.split("/")[0]).is_dir()))  # runs/x: a folder under ./runs
+
+
+def _hub_offline() -> bool:
+    try:
+        from huggingface_hub import constants
+
+        if constants.HF_HUB_OFFLINE:
+            return True
+    except Exception:  # an old hub client: fall back to the variables themselves
+        pass
+    return any(os.environ.get(v, "").strip().upper() in ("1", "ON", "YES", "TRUE")
+               for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str) or \
+            isinstance(try_to_load_from_cache(repo_id, "tokenizer_config.json"), str)
+    except Exception:
+        return False
+
+
+def check_model_source(name_or_path: str) -> None:
+    """Fail with one line, before anything is loaded, when ``name_or_path`` cannot name a model: a
+    path that does not exist, a string that is not a hub repo id, or a hub name that is not cached
+    while HF_HUB_OFFLINE=1 forbids downloading it."""
+    if name_or_path in TINY_CONFIGS:
+        return
+    builtin = ", ".join(TINY_CONFIGS)
+    if not isinstance(name_or_path, str) or not name_or_path.strip():
+        raise SeedRLError(f"model name is empty; give a local folder, a hub name or a built-in model ({builtin})")
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise SeedRLError(f"model {name_or_path!r} is a file; give the model's folder (with config.json)")
+        return
+    if _looks_like_path(name_or_path):
+        raise SeedRLError(f"model path {name_or_path!r} does not exist (no such folder from {os.getcwd()}); give "
+                          f"an existing model folder, a hub name such as Qwen/Qwen2.5-1.5B-Instruct, or a built-in "
+                          f"model ({builtin})")
+    if not _REPO_ID.match(name_or_path):
+        raise SeedRLError(f"model {name_or_path!r} is neither an existing folder, a hub name (namespace/name) nor "
+                          f"a built-in model ({builtin})")
+    if "/" not in name_or_path:
+        raise SeedRLError(f"model {name_or_path!r} is neither a local folder, a hub name nor a built-in "
+                          f"model; built-in: {builtin}")
+    if _hub_offline() and not _in_hub_cache(name_or_path):
+        raise SeedRLError(f"model {name_or_path!r} is not a local folder and not in the Hugging Face cache, and "
+                          f"HF_HUB_OFFLINE=1 forbids downloading it; give an existing folder, download it first "
+                          f"(unset HF_HUB_OFFLINE), or use a built-in model ({builtin})")
+
+
 def load_tokenizer(name_or_path: str):
     """The tokenizer of a model; built-in names use the shipped one. Padding is on the left."""
     from transformers import AutoTokenizer
 
     from seedrl.models.tokenizer import ASSET_DIR
 
-    path = str(ASSET_DIR) if name_or_path in TINY_CONFIGS else name_or_path
+    check_model_source(name_or_path)
+    path = str(ASSET_DIR) if name_or_path in TINY_CONFIGS else str(Path(name_or_path).expanduser()) \
+        if Path(name_or_path).expanduser().exists() else name_or_path
     if name_or_path in TINY_CONFIGS and not (ASSET_DIR / "tokenizer.json").exists():
         raise SeedRLError(f"built-in tokenizer missing at {ASSET_DIR}; run `python -m seedrl.models.tokenizer`")
     try:
@@ -117,9 +184,9 @@ def load_model(
             model = AutoModelForCausalLM.from_config(tiny_config(name_or_path, tokenizer))
         model = model.to(dtype=torch_dtype)
     else:
-        if not Path(name_or_path).exists() and "/" not in name_or_path:
-            raise SeedRLError(f"model {name_or_path!r} is neither a local folder, a hub name nor a built-in "
-                              f"model; built-in: {', '.join(TINY_CONFIGS)}")
+        check_model_source(name_or_path)
+        if Path(name_or_path).expanduser().exists():
+            name_or_path = str(Path(name_or_path).expanduser())
         try:
             model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype)
         except OSError as exc:

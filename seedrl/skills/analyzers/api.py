@@ -13,7 +13,10 @@ unparsable answer becomes an :class:`AnalysisResult` with ``skill=None`` and ``e
 
 The API key is read from the environment variable ``api_key_env`` at each :meth:`analyze` call and
 sent as ``Authorization: Bearer …`` when set; local servers need none. It is never logged, stored
-in errors, or shown in ``repr``.
+in errors, or shown in ``repr``: a server error that quotes it (a 401 from OpenAI says "Incorrect
+API key provided: sk-…") is passed through :func:`seedrl.errors.redact` before it is kept, so no
+result field (error, raw answer, summary, skill) and no log line carries the key or any
+Authorization value.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit
 
-from seedrl.errors import SeedRLError
+from seedrl.errors import SeedRLError, redact
 from seedrl.rollout.types import Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
 
@@ -109,6 +112,8 @@ class APIAnalyzer:
         self.step_skills, self.max_step_skills = bool(step_skills), max(0, int(max_step_skills))
         # A local server must never be reached through an HTTP(S)_PROXY from the environment.
         self._trust_env = (parts.hostname or "").lower() not in _LOOPBACK_HOSTS
+        #: the secrets of the analyze() call in flight (the key), removed from every text kept
+        self._secrets: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # never shows the key (it is not stored anyway)
         return (f"APIAnalyzer(endpoint={self.endpoint!r}, model={self.model!r}, api_key_env={self.api_key_env!r}, "
@@ -125,6 +130,8 @@ class APIAnalyzer:
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
         if key and key.strip():
             headers["Authorization"] = f"Bearer {key.strip()}"
+        # the key covers the Authorization value ("Bearer <key>"); redact() also masks header values
+        self._secrets = (key.strip(),) if key and key.strip() else ()
         workers = max(1, min(self.concurrency, len(trajectories)))
         httpx = self._httpx
         limits = httpx.Limits(max_connections=workers, max_keepalive_connections=workers)
@@ -133,6 +140,12 @@ class APIAnalyzer:
                           trust_env=self._trust_env, follow_redirects=False) as client, \
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="seedrl-api-analyzer") as pool:
             results = list(pool.map(lambda t: self._analyze_one(client, t), trajectories))
+        for r in results:  # nothing a server echoed may carry the key into skills.jsonl or a log
+            r.error = self._redact(r.error)
+            # the model's own text: only the key itself (a skill may say "bearer" or "sk-" in earnest)
+            r.raw, r.summary, r.skill = (self._redact(x, patterns=False) for x in (r.raw, r.summary, r.skill))
+            if r.step_skills:
+                r.step_skills = {i: self._redact(v, patterns=False) for i, v in r.step_skills.items()}
         failed = [r for r in results if r.skill is None]
         if failed:
             kinds: dict[str, int] = {}
@@ -140,8 +153,12 @@ class APIAnalyzer:
                 kind = (r.error or "no skill").split(":", 1)[0]
                 kinds[kind] = kinds.get(kind, 0) + 1
             log.warning("api analyzer: %d/%d trajectories got no skill (%s) in %.1fs", len(failed), len(results),
-                        ", ".join(f"{k}: {v}" for k, v in sorted(kinds.items())), time.perf_counter() - t0)
+                        self._redact(", ".join(f"{k}: {v}" for k, v in sorted(kinds.items()))),
+                        time.perf_counter() - t0)
         return results
+
+    def _redact(self, text: Any, patterns: bool = True) -> Any:
+        return redact(text, self._secrets, patterns=patterns) if isinstance(text, str) else text
 
     # -- one trajectory -----------------------------------------------------------------------
     def _analyze_one(self, client: Any, traj: Trajectory) -> AnalysisResult:
@@ -149,8 +166,8 @@ class APIAnalyzer:
         try:
             return self._analyze_checked(client, traj)
         except Exception as exc:  # a bug or odd input must cost one trajectory, never the batch
-            return AnalysisResult(traj_id=traj_id, skill=None, error=f"exception: {type(exc).__name__}: {exc}"[:300],
-                                  attempts=0)
+            text = self._redact(f"exception: {type(exc).__name__}: {exc}")  # before the cut
+            return AnalysisResult(traj_id=traj_id, skill=None, error=text[:300], attempts=0)
 
     def _analyze_checked(self, client: Any, traj: Trajectory) -> AnalysisResult:
         from seedrl.skills.parsing import parse_skill
@@ -212,18 +229,18 @@ class APIAnalyzer:
         except httpx.TimeoutException:
             raise _RequestError("timeout") from None
         except httpx.HTTPError as exc:
-            raise _RequestError(f"connection: {type(exc).__name__}: {exc}"[:300]) from None
+            raise _RequestError(self._redact(f"connection: {type(exc).__name__}: {exc}")[:300]) from None
         if not 200 <= status < 300:
-            raise _RequestError(f"http {status}" + _error_detail(body))
+            raise _RequestError(f"http {status}" + _error_detail(body, self._secrets))
         try:
             data = json.loads(body)
         except (ValueError, UnicodeDecodeError):
-            snippet = body[:_ERROR_DETAIL_CHARS].decode("utf-8", "replace")
+            snippet = self._redact(body[:4 * _ERROR_DETAIL_CHARS].decode("utf-8", "replace"))[:_ERROR_DETAIL_CHARS]
             raise _RequestError(f"malformed response: not JSON: {snippet!r}") from None
         if not isinstance(data, dict):
             raise _RequestError(f"malformed response: expected a JSON object, got {type(data).__name__}")
         if "error" in data and "choices" not in data:  # some proxies answer errors with status 200
-            raise _RequestError("malformed response: server error" + _error_detail(body))
+            raise _RequestError("malformed response: server error" + _error_detail(body, self._secrets))
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _RequestError("malformed response: no choices")
@@ -241,8 +258,9 @@ def _as_count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _error_detail(body: bytes) -> str:
-    """": <message>" from an OpenAI-style error body (or the body's start), '' when empty."""
+def _error_detail(body: bytes, secrets: tuple[str, ...] = ()) -> str:
+    """": <message>" from an OpenAI-style error body (or the body's start), '' when empty; ``secrets``
+    (and any key-like text) are redacted before the message is cut, so no fragment of a key survives."""
     text = body.decode("utf-8", "replace").strip()
     try:
         data = json.loads(text)
@@ -253,5 +271,5 @@ def _error_detail(body: bytes) -> str:
             text = err
     except ValueError:
         pass
-    text = " ".join(text.split())[:_ERROR_DETAIL_CHARS]
+    text = " ".join((redact(text, secrets) or "").split())[:_ERROR_DETAIL_CHARS]
     return f": {text}" if text else ""
