@@ -139,8 +139,11 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     for n, line in enumerate(p.read_text().splitlines(), 1):
         if not line.strip():
             continue
-        row = json.loads(line)
-        if "response" not in row or not ("messages" in row or "prompt" in row):
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SeedRLError(f"{path}:{n}: not a JSON line ({exc.msg} at column {exc.colno})") from None
+        if not isinstance(row, dict) or "response" not in row or not ("messages" in row or "prompt" in row):
             raise SeedRLError(f"{path}:{n}: each line needs 'response' and 'messages' or 'prompt'")
         if "messages" not in row:
             row["messages"] = step_messages(row["prompt"])

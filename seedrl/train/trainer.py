@@ -89,7 +89,7 @@ ROW_FILES = ("metrics.jsonl", "eval.jsonl", "skills.jsonl")
 #: compute precision), ``env.*``, ``rollout.*``, ``algo.*``, ``skills.*``, the rest of ``optim.*``.
 RESUME_SAFE_KEYS = (
     "run_dir", "iterations", "save_every", "keep_checkpoints", "torch_threads", "log", "eval",
-    "env.workers", "env.step_timeout_s", "model.gradient_checkpointing",
+    "env.workers", "env.step_timeout_s", "env.executor", "model.gradient_checkpointing",
     "optim.micro_batch_size", "skills.api.base_url", "skills.api.api_key_env", "skills.api.timeout_s",
     "skills.api.concurrency",
 )
@@ -495,7 +495,10 @@ class Trainer:
             trajs = self.collect(rollout_t)
         samples = training_samples(trajs)
         if not samples:
-            raise SeedRLError("the rollout produced no step samples (every environment failed?)")
+            errors = sorted({t.error for t in trajs if t.error})
+            raise SeedRLError(f"the rollout produced no step samples: {len(trajs)} episodes, "
+                              + (f"env errors: {'; '.join(errors[:2])}" if errors else
+                                 "every response was empty (check rollout.max_new_tokens)"))
         with stage("old_logp"):
             old_logp = self.logprobs(self.model, samples)
         with stage("ref_logp"):
