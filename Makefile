@@ -20,7 +20,7 @@ $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install "$(TORCH_SPEC)"
 	# fast-downward-textworld (ALFWorld's planner) builds from source with a bare `python build.py`;
 	# with the venv first on PATH that `python` is the venv's, not pyenv's base interpreter.
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pip install -e ".[dev,envs]"
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pip install -e ".[dev,envs,ray]"
 	touch $(STAMP)
 
 install: $(STAMP)

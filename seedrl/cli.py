@@ -367,6 +367,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
             "step_timeout_s": run_cfg.env.step_timeout_s if run_cfg else 60.0,
             "env_workers": workers or (run_cfg.env.workers if run_cfg else 8),
             "executor": run_cfg.env.executor if run_cfg else "thread",
+            "ray_address": run_cfg.env.ray_address if run_cfg else None,
         }
         prec = resolve_precision(precision, device)
         tok = load_tokenizer(model_path)

@@ -80,10 +80,14 @@ class EnvConfig(_Strict):
     history_length: NonNegInt = 2
     step_timeout_s: PosFloat = 60.0
     workers: PosInt = 8
-    #: where env calls run (seedrl.rollout.executors): thread = a daemon thread per episode; process = a
-    #: worker process per episode, killed and replaced when it hangs or dies (for engines that can hang
-    #: or crash the interpreter). Either way a faulty env ends only its own episode.
-    executor: Literal["thread", "process"] = "thread"
+    #: where env calls run (seedrl.rollout.executors): thread = a daemon thread per episode; process =
+    #: worker processes that hold their episodes' envs (GIL-bound engines step in parallel), killed and
+    #: replaced when they hang or die; ray = the same as Ray actors, on this machine or a cluster
+    #: (env.ray_address). A faulty env ends only the episodes it holds.
+    executor: Literal["thread", "process", "ray"] = "thread"
+    #: the Ray cluster for executor=ray ("auto" = the cluster this machine belongs to; None = start a
+    #: local Ray instance)
+    ray_address: str | None = None
     train_split: Name = "train"
     #: size of the train panel (None = the env's default)
     train_size: PosInt | None = None

@@ -50,6 +50,7 @@ def evaluate(
     step_timeout_s: float = 60.0,
     env_workers: int = 8,
     executor: str = "thread",
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Play each task of ``panel`` once; return success rate (95% Wilson interval), score (mean
     episode reward), episode length, invalid-action rate, a per-task-type breakdown
@@ -62,7 +63,8 @@ def evaluate(
         max_prompt_tokens=max_prompt_tokens,
         sampling=SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy,
                                 stop=list(cls.stop)),
-        step_timeout_s=step_timeout_s, env_workers=env_workers, executor=executor)
+        step_timeout_s=step_timeout_s, env_workers=env_workers, executor=executor,
+        ray_address=ray_address)
     rows = []
     t0 = time.perf_counter()
     for start in range(0, len(task_ids), batch_size):

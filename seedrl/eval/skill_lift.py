@@ -41,7 +41,8 @@ DIAGNOSTIC = "skill_lift"
 def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analyzer, *, max_steps: int,
                history_length: int, max_new_tokens: int, max_prompt_tokens: int = 2048, greedy: bool = True,
                temperature: float = 0.4, batch_size: int = 32, seed: int = 0, num_tasks: int | None = None,
-               step_timeout_s: float = 60.0, env_workers: int = 8, executor: str = "thread", bf16: bool = False,
+               step_timeout_s: float = 60.0, env_workers: int = 8, executor: str = "thread",
+               ray_address: str | None = None, bf16: bool = False,
                micro_batch_size: int = 16) -> dict[str, Any]:
     """Run the probe on ``panel`` (see the module docstring); ``model`` scores the teacher/student
     log-probs, ``analyzer`` has ``analyze(trajectories) -> [AnalysisResult]``."""
@@ -53,7 +54,8 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
         max_prompt_tokens=max_prompt_tokens,
         sampling=SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy,
                                 stop=list(cls.stop)),
-        step_timeout_s=step_timeout_s, env_workers=env_workers, executor=executor)
+        step_timeout_s=step_timeout_s, env_workers=env_workers, executor=executor,
+        ray_address=ray_address)
     rows: list[dict[str, Any]] = []
     deltas: list[torch.Tensor] = []
     t0 = time.perf_counter()

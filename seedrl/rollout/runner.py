@@ -3,9 +3,10 @@
 ``tasks × group_size`` episodes run in lockstep. Per turn: build each live episode's step prompt,
 generate all responses in one call, then let the envs read the responses and step, each phase one
 batch of calls with one deadline for the whole turn (``step_timeout_s``). The envs live in an
-executor (:mod:`seedrl.rollout.executors`: a thread per episode by default, or a process per
-episode). An environment that raises, hangs past the turn's deadline or dies ends only its own
-episode (truncated, error recorded, logged); the batch goes on, and a turn lasts at most about one
+executor (:mod:`seedrl.rollout.executors`: a thread per episode by default, or a pool of worker
+processes or Ray actors). An environment that raises ends only its own episode, one that hangs past the
+turn's deadline or dies only the episodes of its worker (truncated, error recorded, logged); the batch
+goes on, and a turn lasts at most about one
 ``step_timeout_s`` however many envs hang.
 """
 
@@ -21,6 +22,7 @@ from seedrl.envs.base import Env
 from seedrl.errors import SeedRLError
 from seedrl.rollout.backends import GenerationBackend, SamplingParams
 from seedrl.rollout.executors import (
+    EnvExecutor,
     Outcome,
     check_executor,
     env_privileged_state,
@@ -43,8 +45,10 @@ class RolloutSettings:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     step_timeout_s: float = 60.0
     env_workers: int = 8
-    #: where env calls run (seedrl.rollout.executors.EXECUTORS): "thread" or "process"
+    #: where env calls run (seedrl.rollout.executors.EXECUTORS): "thread", "process" or "ray"
     executor: str = "thread"
+    #: the Ray cluster for executor="ray" ("auto": the one this machine belongs to; None: a local instance)
+    ray_address: str | None = None
 
     def __post_init__(self) -> None:
         check_executor(self.executor)
@@ -91,6 +95,7 @@ def rollout(
     traj_offset: int = 0,
     timings: dict[str, float] | None = None,
     prompt_hook: Callable[[str, list[dict[str, str]]], list[dict[str, str]]] | None = None,
+    executor: EnvExecutor | None = None,
 ) -> list[Trajectory]:
     """Play ``group_size`` episodes of each task; trajectories are ordered task-major.
 
@@ -100,6 +105,9 @@ def rollout(
     ``process`` executor needs it picklable (``seedrl.rollout.executors.EnvFactory(name, kwargs)``).
     ``prompt_hook(task_id, messages) -> messages`` rewrites every step prompt before it is encoded
     (diagnostics only, e.g. the skill-lift probe; training and evaluation never pass one).
+    ``executor``: an executor its caller keeps across rollouts (e.g. a warm process or Ray pool from
+    ``make_executor(..., keep_warm=True)``, made over ``make_env``), closed but not shut down here;
+    by default one is made from ``settings`` and ended when the rollout returns.
     """
     timings = timings if timings is not None else {}
     timeout = settings.step_timeout_s
@@ -108,7 +116,9 @@ def rollout(
         for _ in range(group_size):
             tid = traj_offset + len(episodes)
             episodes.append(_Episode(traj=Trajectory(traj_id=tid, group_id=g, task_id=task_id)))
-    executor = make_executor(settings.executor, make_env, workers=min(settings.env_workers, len(episodes)))
+    if executor is None:
+        executor = make_executor(settings.executor, make_env, workers=min(settings.env_workers, len(episodes)),
+                                 ray_address=settings.ray_address)
     try:
         t0 = time.perf_counter()
         made = executor.open(len(episodes), time.monotonic() + timeout)

@@ -17,7 +17,7 @@ import random
 import shutil
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from seedrl.methods.teacher import teacher_prompt_ids
 from seedrl.models.loading import load_model
 from seedrl.models.scoring import batched_logprobs, forward_logprobs, pack, right_align
 from seedrl.rollout.backends import SamplingParams, make_backend
-from seedrl.rollout.executors import EnvFactory
+from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
 from seedrl.rollout.runner import RolloutSettings, rollout
 from seedrl.rollout.types import StepSample, Trajectory, penalized
 from seedrl.skills.analyzers.base import AnalysisResult
@@ -46,6 +46,19 @@ from seedrl.train.checkpoint import (
     load_latest,
     remove_orphans,
     save_checkpoint,
+)
+from seedrl.train.distributed import (
+    World,
+    all_gather,
+    all_reduce_grads,
+    barrier,
+    check_same,
+    rank_device,
+    sample_layout,
+    setup,
+    shard_seed,
+    sum_stats,
+    task_block,
 )
 from seedrl.train.logger import MetricsLogger
 from seedrl.train.policy import adamw, build_policy
@@ -89,7 +102,7 @@ ROW_FILES = ("metrics.jsonl", "eval.jsonl", "skills.jsonl")
 #: compute precision), ``env.*``, ``rollout.*``, ``algo.*``, ``skills.*``, the rest of ``optim.*``.
 RESUME_SAFE_KEYS = (
     "run_dir", "iterations", "save_every", "keep_checkpoints", "torch_threads", "log", "eval",
-    "env.workers", "env.step_timeout_s", "env.executor", "model.gradient_checkpointing",
+    "env.workers", "env.step_timeout_s", "env.executor", "env.ray_address", "model.gradient_checkpointing",
     "optim.micro_batch_size", "skills.api.base_url", "skills.api.api_key_env", "skills.api.timeout_s",
     "skills.api.concurrency",
 )
@@ -127,10 +140,23 @@ class Trainer:
     iteration, so the resumed run writes exactly the rows an uninterrupted one would. Config rule:
     ``config.yaml`` is always the config in effect; when a resume changes safe settings, the first
     config is kept once as ``config.original.yaml`` and each change is appended to
-    ``config_changes.jsonl`` ({"iteration", "time", "changes": {key: {"old", "new"}}})."""
+    ``config_changes.jsonl`` ({"iteration", "time", "changes": {key: {"old", "new"}}}).
 
-    def __init__(self, cfg: TrainConfig, resume: bool = False) -> None:
+    Several processes (``accelerate launch``/``torchrun``, see :mod:`seedrl.train.distributed`):
+    each rank plays its block of the batch's tasks and the update is the one of the whole global
+    batch; rank 0 writes every file. ``rollout_shards`` (single process only, for tests): play the
+    batch as that many blocks with the per-block seeds a run of that many processes uses, so a
+    single process reproduces a multi-process run (one generate call per block and turn)."""
+
+    def __init__(self, cfg: TrainConfig, resume: bool = False, rollout_shards: int = 1) -> None:
         self.cfg = cfg
+        #: this process's rank and the number of processes (a single process: SINGLE)
+        self.world: World = setup(cfg.model.device)
+        if self.world.active and rollout_shards != 1:
+            raise SeedRLError("rollout_shards is for a single process; several processes shard by rank")
+        task_block(cfg.rollout.tasks_per_batch, self.world if self.world.active else World(0, rollout_shards))
+        self.rollout_shards = self.world.size if self.world.active else rollout_shards
+        main = self.world.main
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
         self.run_dir = Path(cfg.run_dir)
@@ -148,16 +174,19 @@ class Trainer:
         changes: dict[str, tuple[Any, Any]] = {}
         if resume and has_ckpt:
             changes = self._check_resume_config(cfg)
+        barrier(self.world)  # every rank has checked the run folder before rank 0 writes into it
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if not resume or not has_ckpt:
+        if main and (not resume or not has_ckpt):
             save_config(cfg, self.run_dir / "config.yaml")
         seed_everything(cfg.seed)
-        self.device = torch.device(cfg.model.device)
+        # a bare "cuda" means this rank's GPU; the config (and config.yaml) keep the name as given
+        m = cfg.model.model_copy(update={"device": rank_device(self.world, cfg.model.device)})
+        self.device = torch.device(m.device)
 
-        m = cfg.model
         policy = build_policy(m, what="policy")
         self.tokenizer, self.model, self.precision = policy.tokenizer, policy.model, policy.precision
-        (self.run_dir / "precision.json").write_text(json.dumps(asdict(self.precision), indent=1))
+        if main:
+            (self.run_dir / "precision.json").write_text(json.dumps(asdict(self.precision), indent=1))
         self.ref_model = None
         if cfg.algo.kl_coef > 0 and not m.lora:  # LoRA: the reference is the base with adapters off
             self.ref_model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=self.tokenizer)
@@ -176,9 +205,10 @@ class Trainer:
         #: every evaluated panel, primary (``eval.split`` or the first of ``eval.splits``) first
         self.eval_panels = {s: build_panel(e.name, s, None, **e.kwargs) for s in cfg.eval.split_list}
         self.eval_panel = next(iter(self.eval_panels.values()))
-        self.train_panel.save(self.run_dir / "panel_train.json")
-        for split, panel in self.eval_panels.items():
-            panel.save(self.run_dir / f"panel_{split}.json")
+        if main:
+            self.train_panel.save(self.run_dir / "panel_train.json")
+            for split, panel in self.eval_panels.items():
+                panel.save(self.run_dir / f"panel_{split}.json")
 
         self.iteration = 0
         self.panel_position = 0
@@ -186,13 +216,16 @@ class Trainer:
         #: seconds the last checkpoint save took; logged as ``time/checkpoint`` in the next row
         #: (the row of an iteration is written before its checkpoint, see :meth:`train`)
         self._checkpoint_s: float | None = None
-        self.logger = MetricsLogger(self.run_dir, cfg.log, resume=resume)
+        self._pool: EnvExecutor | None = None
+        #: rank 0 writes the rows; the other ranks have no logger
+        self.logger: MetricsLogger | None = MetricsLogger(self.run_dir, cfg.log, resume=resume) if main else None
         if resume:
             found = load_latest(self.ckpt_dir, self.model, self.optimizer, self.scheduler)
+            check_same(self.world, None if found is None else found[1]["iteration"], "the checkpoint to resume from")
             if found is None:
                 log.warning("--resume: no checkpoint in %s; starting from scratch (rows of the earlier "
                             "attempt discarded)", self.ckpt_dir)
-                for p in self.logger.row_files:
+                for p in self.logger.row_files if self.logger else ():
                     p.unlink(missing_ok=True)
             else:
                 ckpt, state = found
@@ -202,10 +235,12 @@ class Trainer:
                 self.iteration = state["iteration"]
                 self.panel_position = state["panel_position"]
                 self.traj_counter = state["traj_counter"]
-                for p in self.logger.row_files:
-                    cut_rows(p, self.iteration)
-                self._record_resume_config(changes)
+                if main:
+                    for p in self.logger.row_files:
+                        cut_rows(p, self.iteration)
+                    self._record_resume_config(changes)
                 log.info("resumed from %s at iteration %d", ckpt, self.iteration)
+        barrier(self.world)
 
     # ------------------------------------------------------------------ resume config
     def _check_resume_config(self, cfg: TrainConfig) -> dict[str, tuple[Any, Any]]:
@@ -267,14 +302,51 @@ class Trainer:
 
     # ------------------------------------------------------------------ stages
     def collect(self, timings: dict[str, float]) -> list[Trajectory]:
+        """This process's trajectories of the next batch (every one of them in a single process).
+
+        With several processes (or ``rollout_shards``), the tasks are cut into equal contiguous
+        blocks; block ``r`` is played with seed ``shard_seed(base, r)`` and keeps the global
+        ``traj_id``s and ``group_id``s it has in the batch, so the blocks concatenated are the batch."""
         tasks = self.next_tasks()
         e = self.cfg.env
-        trajs = rollout(self.backend, self.tokenizer, EnvFactory(e.name, e.kwargs), tasks,
-                        self.cfg.rollout.group_size, rollout_settings(self.cfg),
-                        seed=self.cfg.seed * 100_003 + self.iteration, traj_offset=self.traj_counter,
-                        timings=timings)
-        self.traj_counter += len(trajs)
+        base = self.cfg.seed * 100_003 + self.iteration
+        gs = self.cfg.rollout.group_size
+        pool = self._env_pool()
+        if self.rollout_shards == 1:
+            trajs = rollout(self.backend, self.tokenizer, EnvFactory(e.name, e.kwargs), tasks, gs,
+                            rollout_settings(self.cfg), seed=base, traj_offset=self.traj_counter, timings=timings,
+                            executor=pool)
+        else:
+            shards = [self.world.rank] if self.world.active else range(self.rollout_shards)
+            trajs = []
+            for r in shards:
+                lo, hi = task_block(len(tasks), World(r, self.rollout_shards))
+                for t in rollout(self.backend, self.tokenizer, EnvFactory(e.name, e.kwargs), tasks[lo:hi], gs,
+                                 rollout_settings(self.cfg), seed=shard_seed(base, r),
+                                 traj_offset=self.traj_counter + lo * gs, timings=timings, executor=pool):
+                    t.group_id += lo
+                    for s in t.steps:
+                        s.group_id = t.group_id
+                    trajs.append(t)
+        self.traj_counter += len(tasks) * gs
         return trajs
+
+    def _env_pool(self) -> EnvExecutor | None:
+        """The warm worker pool of the process and Ray executors, started at the first rollout and
+        kept for the run (worker start-up costs seconds; :meth:`close` ends it); ``None`` for threads."""
+        e = self.cfg.env
+        if e.executor == "thread":
+            return None
+        if self._pool is None:
+            self._pool = make_executor(e.executor, EnvFactory(e.name, e.kwargs), workers=e.workers,
+                                       ray_address=e.ray_address, keep_warm=True)
+        return self._pool
+
+    def close(self) -> None:
+        """End the env worker pool (a no-op for threads; also done at interpreter exit)."""
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
     def logprobs(self, model, samples: list[StepSample]) -> list[torch.Tensor]:
         return batched_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
@@ -353,11 +425,18 @@ class Trainer:
         Every micro-batch loss is divided by the response-token count of its whole mini-batch, so
         accumulation gives exactly the update of one big batch (token-mean over the mini-batch). A
         signal's loss term is likewise divided by the mini-batch's count of tokens *with* a teacher
-        signal: samples without a skill are excluded from its mean, not counted as zeros."""
+        signal: samples without a skill are excluded from its mean, not counted as zeros.
+
+        Several processes: the mini-batches are drawn from the global sample list (every rank's
+        samples in rank order) exactly as one process draws them; each rank steps on its own samples
+        of a mini-batch with the mini-batch's *global* token counts, and the gradients are summed
+        across ranks (:meth:`minibatch_step`)."""
         o = self.cfg.optim
         self.model.train()
-        samples = batch.samples
-        n = len(samples)
+        layout = sample_layout(self.world, [len(s.response_ids) for s in batch.samples],
+                               None if batch.signal is None else [bool(f > 0) for f in batch.signal.tolist()])
+        lengths, flags = layout.lengths, layout.signal
+        n = len(lengths)
         mb = o.mini_batch_size or n
         g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.iteration)
         sums: dict[str, float] = {}
@@ -366,13 +445,13 @@ class Trainer:
             perm = torch.randperm(n, generator=g).tolist()
             for start in range(0, n, mb):
                 idx = perm[start:start + mb]
-                denom = float(sum(len(samples[i].response_ids) for i in idx))
+                denom = float(sum(lengths[i] for i in idx))
                 if denom == 0:
                     continue
                 signal_denom = 0.0
-                if batch.signal is not None:
-                    signal_denom = float(sum(len(samples[i].response_ids) for i in idx if batch.signal[i] > 0))
-                stats = self.minibatch_step(batch, idx, denom, signal_denom)
+                if flags is not None:
+                    signal_denom = float(sum(lengths[i] for i in idx if flags[i]))
+                stats = self.minibatch_step(batch, layout.local(idx), denom, signal_denom)
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 steps += 1
@@ -428,6 +507,9 @@ class Trainer:
             for k, v in st.items():
                 acc[f"ppo/{k}"] = acc.get(f"ppo/{k}", 0.0) + float(v) * w
         params = [p for p in self.model.parameters() if p.requires_grad]
+        if self.world.active:  # every term is over the global token count: the sum is the update
+            all_reduce_grads(self.world, params)
+            acc = sum_stats(self.world, acc)
         gn = torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.grad_clip)
         acc["grad_norm"] = float(gn)
         acc["lr"] = self.scheduler.get_last_lr()[0]
@@ -455,7 +537,8 @@ class Trainer:
                            max_prompt_tokens=c.rollout.max_prompt_tokens, greedy=c.eval.greedy,
                            temperature=c.eval.temperature, batch_size=c.eval.batch_size, seed=c.seed,
                            num_tasks=c.eval.num_tasks, step_timeout_s=c.env.step_timeout_s,
-                           env_workers=c.env.workers, executor=c.env.executor)
+                           env_workers=c.env.workers, executor=c.env.executor,
+                           ray_address=c.env.ray_address)
             res["iteration"] = self.iteration
             out[split] = res
         self._write_evals(tag, out)
@@ -494,7 +577,7 @@ class Trainer:
         with stage("rollout"):
             trajs = self.collect(rollout_t)
         samples = training_samples(trajs)
-        if not samples:
+        if not samples and not (self.world.active and sum(all_gather(self.world, len(samples)))):
             errors = sorted({t.error for t in trajs if t.error})
             raise SeedRLError(f"the rollout produced no step samples: {len(trajs)} episodes, "
                               + (f"env errors: {'; '.join(errors[:2])}" if errors else
@@ -514,23 +597,47 @@ class Trainer:
                            if self.cfg.skills.step_skills else None)
             with stage("rescore"):
                 teacher_logp, signal = self.teacher_logprobs(samples, skills, step_skills)
-            self.save_skills(trajs, results)
-            skill_metrics = teacher_metrics(results, samples, old_logp, teacher_logp, signal)
+            routed = step_total = None
             if step_skills is not None:
                 routed = sum(1 for s, m in zip(samples, signal.tolist())
                              if m > 0 and routed_step_skill(s, skills, step_skills))
-                # share of the samples with a teacher signal that were scored with a step skill
-                skill_metrics["skills/step_skill_frac"] = routed / max(1.0, float(signal.sum()))
-                skill_metrics["skills/step_skills"] = sum(len(v) for v in step_skills.values())
+                step_total = sum(len(v) for v in step_skills.values())
         with stage("advantage"):
-            adv = self.advantages(trajs, samples)
+            adv = self.advantages(trajs, samples) if samples else torch.zeros(0)
         with stage("update"):
             upd = self.update(UpdateBatch(samples, old_logp, adv, ref_logp, teacher_logp, signal))
+        # the rows describe the whole batch: with several processes, every rank's part of it
+        m_trajs, m_samples, m_old, m_adv = trajs, samples, old_logp, adv
+        if self.world.active:
+            parts = all_gather(self.world, (_light(trajs), [_light_sample(s) for s in samples], old_logp, adv,
+                                            (results, teacher_logp, signal, routed, step_total)
+                                            if self.method.uses_skills else None))
+            m_trajs = [t for p in parts for t in p[0]]
+            m_samples = [s for p in parts for s in p[1]]
+            m_old = [x for p in parts for x in p[2]]
+            m_adv = torch.cat([p[3] for p in parts])
+            if self.method.uses_skills:
+                results = [r for p in parts for r in p[4][0]]
+                teacher_logp = [x for p in parts for x in p[4][1]]
+                signal = torch.cat([p[4][2] for p in parts])
+                if routed is not None:
+                    routed = sum(p[4][3] for p in parts)
+                    step_total = sum(p[4][4] for p in parts)
+        if self.method.uses_skills:
+            if self.world.main:
+                self.save_skills(m_trajs, results)
+            skill_metrics = teacher_metrics(results, m_samples, m_old, teacher_logp, signal)
+            if routed is not None:
+                # share of the samples with a teacher signal that were scored with a step skill
+                skill_metrics["skills/step_skill_frac"] = routed / max(1.0, float(signal.sum()))
+                skill_metrics["skills/step_skills"] = step_total
         self.iteration += 1
-        metrics = rollout_metrics(trajs, samples, old_logp, adv) | skill_metrics | upd
+        metrics = rollout_metrics(m_trajs, m_samples, m_old, m_adv) | skill_metrics | upd
         metrics |= {f"time/{k}": v for k, v in timings.items()}
         metrics |= {f"time/rollout_{k}": v for k, v in rollout_t.items()}
         metrics["iteration"] = self.iteration
+        if self.world.active:
+            metrics["dist/world_size"] = self.world.size
         return metrics
 
     def save_skills(self, trajs: list[Trajectory], results: list[AnalysisResult]) -> None:
@@ -546,10 +653,14 @@ class Trainer:
                                       if r.skill and r.step_skills else {})) + "\n")
 
     def save(self) -> None:
-        save_checkpoint(self.ckpt_dir, self.iteration, self.model, self.tokenizer, self.optimizer,
-                        {"panel_position": self.panel_position, "traj_counter": self.traj_counter,
-                         "train_panel_hash": self.train_panel.hash, "seed": self.cfg.seed},
-                        keep=self.cfg.keep_checkpoints, scheduler=self.scheduler)
+        """Rank 0 writes the checkpoint (the ranks' states are identical); the others wait for it."""
+        if self.world.main:
+            save_checkpoint(self.ckpt_dir, self.iteration, self.model, self.tokenizer, self.optimizer,
+                            {"panel_position": self.panel_position, "traj_counter": self.traj_counter,
+                             "train_panel_hash": self.train_panel.hash, "seed": self.cfg.seed}
+                            | ({"world_size": self.world.size} if self.world.active else {}),
+                            keep=self.cfg.keep_checkpoints, scheduler=self.scheduler)
+        barrier(self.world)
 
     def train(self, stop_after: int | None = None,
               initial_eval: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -563,7 +674,19 @@ class Trainer:
         Each iteration's rows (skills, eval, metrics) are written and fsynced *before* its
         checkpoint is committed: a kill anywhere leaves rows of at most one iteration past the last
         checkpoint, which a resume cuts and redoes (a kill after the commit loses nothing). The time
-        a save takes is therefore logged as ``time/checkpoint`` in the next iteration's row."""
+        a save takes is therefore logged as ``time/checkpoint`` in the next iteration's row.
+
+        Several processes: only rank 0 evaluates and writes (the others wait at a barrier and
+        return an empty summary)."""
+        try:
+            if not self.world.main:
+                return self._train_follower(stop_after)
+            return self._train_main(stop_after, initial_eval)
+        finally:
+            self.close()
+
+    def _train_main(self, stop_after: int | None,
+                    initial_eval: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
         c = self.cfg
         remove_orphans(self.ckpt_dir)
         summary: dict[str, Any] = {}
@@ -572,18 +695,19 @@ class Trainer:
             self._log_evals(evals)
             summary["evals_before"] = evals
             summary["eval_before"] = next(iter(evals.values()))
+        barrier(self.world)
         target = c.iterations if stop_after is None else min(c.iterations, self.iteration + stop_after)
         with self.logger.progress(total=c.iterations, start=self.iteration) as advance:
             while self.iteration < target:
                 metrics = self.train_iteration()
-                if (c.eval.every and c.eval.num_tasks != 0 and self.iteration % c.eval.every == 0
-                        and self.iteration < c.iterations):
+                if self._evaluates_now():
                     t0 = time.perf_counter()
                     evals = self.run_evals(f"iter_{self.iteration:06d}")
                     self._log_evals(evals)
                     metrics["eval/success_rate"] = next(iter(evals.values()))["success_rate"]
                     metrics |= {f"eval/{s}/success_rate": r["success_rate"] for s, r in evals.items()}
                     metrics["time/eval"] = time.perf_counter() - t0
+                    barrier(self.world)
                 if self._checkpoint_s is not None:
                     metrics["time/checkpoint"] = self._checkpoint_s
                     self._checkpoint_s = None
@@ -591,7 +715,7 @@ class Trainer:
                 for p in self.logger.row_files:
                     fsync_file(p)
                 advance(metrics)
-                if c.save_every and (self.iteration % c.save_every == 0 or self.iteration == c.iterations):
+                if self._saves_now():
                     t0 = time.perf_counter()
                     self.save()
                     self._checkpoint_s = time.perf_counter() - t0
@@ -603,7 +727,32 @@ class Trainer:
             summary["evals_after"] = evals
             summary["eval_after"] = next(iter(evals.values()))
         self.logger.close()
+        barrier(self.world)
         return summary
+
+    def _evaluates_now(self) -> bool:
+        c = self.cfg
+        return bool(c.eval.every and c.eval.num_tasks != 0 and self.iteration % c.eval.every == 0
+                    and self.iteration < c.iterations)
+
+    def _saves_now(self) -> bool:
+        c = self.cfg
+        return bool(c.save_every and (self.iteration % c.save_every == 0 or self.iteration == c.iterations))
+
+    def _train_follower(self, stop_after: int | None) -> dict[str, Any]:
+        """The loop of a rank > 0: the same iterations and collectives as rank 0, no files; it
+        waits at rank 0's evaluations and checkpoints."""
+        c = self.cfg
+        barrier(self.world)  # rank 0's initial evaluation
+        target = c.iterations if stop_after is None else min(c.iterations, self.iteration + stop_after)
+        while self.iteration < target:
+            self.train_iteration()
+            if self._evaluates_now():
+                barrier(self.world)
+            if self._saves_now():
+                self.save()
+        barrier(self.world)  # rank 0's final evaluation
+        return {}
 
 
 def rollout_settings(cfg: TrainConfig, temperature: float | None = None) -> RolloutSettings:
@@ -612,9 +761,21 @@ def rollout_settings(cfg: TrainConfig, temperature: float | None = None) -> Roll
         env_title=env_class(cfg.env.name).title or cfg.env.name, max_steps=cfg.env.max_steps,
         history_length=cfg.env.history_length, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
         step_timeout_s=cfg.env.step_timeout_s, env_workers=cfg.env.workers, executor=cfg.env.executor,
+        ray_address=cfg.env.ray_address,
         sampling=SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, top_p=cfg.rollout.top_p,
                                 temperature=cfg.rollout.temperature if temperature is None else temperature,
                                 stop=list(env_class(cfg.env.name).stop)))
+
+
+def _light_sample(s: StepSample) -> StepSample:
+    """``s`` without its prompt (ids, messages, observation): what the metrics of a batch read,
+    cheap to send to the other processes."""
+    return replace(s, prompt_ids=[], messages=[], observation="")
+
+
+def _light(trajs: list[Trajectory]) -> list[Trajectory]:
+    """Trajectories as :func:`_light_sample` (no privileged state): enough for rows and metrics."""
+    return [replace(t, steps=[_light_sample(s) for s in t.steps], privileged_state={}) for t in trajs]
 
 
 def training_samples(trajs: list[Trajectory]) -> list[StepSample]:

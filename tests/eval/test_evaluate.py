@@ -100,24 +100,33 @@ def test_evaluation_prompts_never_carry_a_skill(tmp_path, tiny_tokenizer):
 @pytest.mark.slow
 @pytest.mark.faults
 def test_env_executor_setting_reaches_training_rollouts_and_evaluation(tmp_path, monkeypatch):
-    """`env.executor: process` is what the trainer's rollouts and evaluations run on, and one
-    iteration gives the same trajectories and metrics as the thread executor."""
+    """`env.executor: process` is what the trainer's rollouts (one warm pool for the run) and its
+    evaluations run on; two iterations give the same trajectories and metrics as threads, and no
+    worker process outlives the run."""
+    import multiprocessing
+
     from seedrl.rollout import runner
+    from seedrl.train import trainer as trainer_mod
 
-    made: list[str] = []
-    real = runner.make_executor
+    made: dict[str, list[str]] = {"eval": [], "pool": []}
 
-    def recording(name, *a, **k):
-        made.append(name)
-        return real(name, *a, **k)
+    def recording(where, real):
+        def make(name, *a, **k):
+            made[where].append(name)
+            return real(name, *a, **k)
+        return make
 
-    monkeypatch.setattr(runner, "make_executor", recording)
+    monkeypatch.setattr(runner, "make_executor", recording("eval", runner.make_executor))
+    monkeypatch.setattr(trainer_mod, "make_executor", recording("pool", trainer_mod.make_executor))
     rows = {}
     for ex in ("thread", "process"):
-        made.clear()
-        cfg = tiny_cfg(tmp_path / ex, iterations=1, save_every=0, **{"env.executor": ex, "eval.num_tasks": 2})
+        made["eval"].clear()
+        made["pool"].clear()
+        cfg = tiny_cfg(tmp_path / ex, iterations=2, save_every=0, **{"env.executor": ex, "eval.num_tasks": 2})
         Trainer(cfg).train()
-        assert made and set(made) == {ex}  # every rollout (training and evaluation) on the configured one
+        assert made["eval"] and set(made["eval"]) == {ex}  # evaluations on the configured executor
+        assert made["pool"] == ([] if ex == "thread" else ["process"])  # one pool serves both iterations
+        assert not multiprocessing.active_children()
         rows[ex] = [json.loads(x) for x in (tmp_path / ex / "metrics.jsonl").read_text().splitlines()]
     strip = [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows["thread"]]
     assert strip == [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows["process"]]

@@ -87,7 +87,8 @@ def test_process_workers_that_hang_or_die_are_killed_and_reaped(tiny_tokenizer, 
     monkeypatch.setenv("SEEDRL_TOY_PIDS", str(tmp_path))  # every worker writes its pid there
     tasks = ["hang-0", "ok-1", "exit-2", "ok-3", "hangclose-4"]
     t0 = time.perf_counter()
-    trajs = play(tiny_tokenizer, tasks, executor="process")
+    # a worker per episode (workers >= episodes); tests/rollout/test_executors.py has workers shared
+    trajs = play(tiny_tokenizer, tasks, executor="process", env_workers=len(tasks))
     wall = time.perf_counter() - t0
     hung, ok1, died, ok3, slow_close = trajs
     assert "step timed out" in hung.error and len(hung.steps) == FAULT_STEP
@@ -126,10 +127,10 @@ def test_a_hung_call_does_not_hold_its_slot():
 
 
 def test_unknown_executor_names_and_unpicklable_factories_are_refused():
-    with pytest.raises(SeedRLError, match="unknown env executor 'fork'.*process, thread"):
+    with pytest.raises(SeedRLError, match="unknown env executor 'fork'.*process, ray, thread"):
         settings(executor="fork")
     with pytest.raises(SeedRLError, match="unknown env executor"):
-        make_executor("ray", ToyEnv)
+        make_executor("fork", ToyEnv)
     with pytest.raises(SeedRLError, match="picklable env factory"):
         ProcessExecutor(lambda: ToyEnv())
     assert EnvFactory("sokoban", {"size": 6}) == EnvFactory("sokoban", {"size": 6})

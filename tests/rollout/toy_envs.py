@@ -3,8 +3,9 @@
 The fault is chosen by the task id's prefix, so one factory (the class itself) serves every episode
 and a worker process can rebuild it: ``ok-3``, ``raise-1`` (step 2 raises), ``hang-0`` (step 2
 blocks for ``HANG_S``, ignoring everything), ``hangreset-0``, ``exit-0`` (step 2 kills its process
-with ``os._exit``), ``hangclose-0`` (``close`` blocks). If ``SEEDRL_TOY_PIDS`` names a folder, every
-env writes its process id there (to check that worker processes are gone afterwards).
+with ``os._exit``), ``hangclose-0`` (``close`` blocks). If ``SEEDRL_TOY_PIDS`` (or the ``pids``
+argument: a Ray worker does not see the test's environment) names a folder, every env writes its
+process id there (to check that worker processes are gone afterwards).
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ class ToyEnv(Env):
     name = title = "toy"
     splits = {"train": 8}
 
-    def __init__(self) -> None:
+    def __init__(self, pids: str | None = None) -> None:
         super().__init__()
         self.mode, self.t, self.pos, self.goal = "ok", 0, 0, 0
-        folder = os.environ.get("SEEDRL_TOY_PIDS")
+        folder = pids or os.environ.get("SEEDRL_TOY_PIDS")
         if folder:
             Path(folder, str(os.getpid())).touch()
 

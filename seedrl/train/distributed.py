@@ -1,0 +1,233 @@
+"""Data-parallel training over several processes (``accelerate launch`` or ``torchrun``).
+
+One process per device; every process holds a full replica of the policy. Per iteration:
+
+- **Rollout**: the ``tasks_per_batch`` tasks are split into ``world_size`` contiguous blocks
+  (:func:`task_block`; a group never spans processes), rank ``r`` plays block ``r`` with a sampling
+  seed of its own (:func:`shard_seed`). Advantages are per group, so per rank they are exact.
+- **Update**: the mini-batches are drawn from the *global* sample list, exactly as one process
+  draws them (:func:`sample_layout` shares every rank's response lengths and teacher-signal flags);
+  each rank computes its part of a mini-batch with every loss term divided by the mini-batch's
+  global token count, and the gradients are *summed* across ranks (:func:`all_reduce_grads`), so
+  the update is the one-process update of the same global batch (up to float summation order).
+  The reduction is explicit rather than DDP's backward hooks: ranks hold different numbers of
+  micro-batches per mini-batch (possibly none), which DDP's lock-step all-reduce cannot express.
+- **Rank 0** writes every file of the run (config, metrics rows gathered over all ranks, skills,
+  evaluation, checkpoints); the others wait at a barrier. On ``--resume`` every rank loads the same
+  checkpoint from ``run_dir`` (several machines: ``run_dir`` on a shared filesystem).
+
+A single process (no ``WORLD_SIZE`` > 1 and no initialised process group) never calls anything
+here but :func:`setup`, which returns :data:`SINGLE`: the one-process run is unchanged.
+FSDP/DeepSpeed (a policy sharded over devices) are not supported: a launch that asks for them is
+refused in one line rather than silently run as replicas.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from seedrl.errors import SeedRLError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class World:
+    """This process's place in the run: ``rank`` of ``size`` processes, ``local_rank`` on its machine."""
+
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+
+    @property
+    def active(self) -> bool:
+        """True when several processes train together (collectives are needed)."""
+        return self.size > 1
+
+    @property
+    def main(self) -> bool:
+        """True on the process that writes the run's files (rank 0)."""
+        return self.rank == 0
+
+
+SINGLE = World()
+
+_TRUE = ("1", "true", "yes")
+
+
+def _env_int(name: str, default: int) -> int:
+    v = os.environ.get(name, "")
+    try:
+        return int(v) if v.strip() else default
+    except ValueError:
+        raise SeedRLError(f"environment variable {name}={v!r} is not an integer") from None
+
+
+def setup(device: str) -> World:
+    """The world of this process; initialises the process group when a launcher asked for several
+    processes (``WORLD_SIZE`` > 1) and none exists yet (gloo on CPU, nccl on CUDA). A one-line
+    SeedRLError for a launch this loop cannot run as it was asked to."""
+    import torch.distributed as dist
+
+    for key, what in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
+        if os.environ.get(key, "").lower() in _TRUE:
+            raise SeedRLError(f"the launcher asks for {what} ({key}), which seedrl train does not support: "
+                              f"every process holds the whole policy (data parallel); relaunch without {what} "
+                              f"(e.g. `accelerate launch --multi_gpu ...`)")
+    want = _env_int("WORLD_SIZE", 1)
+    if dist.is_available() and dist.is_initialized():
+        size, rank = dist.get_world_size(), dist.get_rank()
+        if "WORLD_SIZE" in os.environ and size != want:
+            raise SeedRLError(f"the process group has {size} processes but the launcher set WORLD_SIZE={want}")
+    elif want > 1:
+        if not dist.is_available():
+            raise SeedRLError(f"WORLD_SIZE={want} but this torch build has no torch.distributed")
+        backend = "nccl" if device.startswith("cuda") else "gloo"
+        if backend == "nccl":
+            torch.cuda.set_device(_env_int("LOCAL_RANK", 0))
+        # rank 0 evaluates and saves while the others wait at a barrier: allow long waits
+        dist.init_process_group(backend, timeout=datetime.timedelta(hours=3))
+        size, rank = dist.get_world_size(), dist.get_rank()
+        if size != want:
+            raise SeedRLError(f"the process group formed with {size} processes but WORLD_SIZE={want}")
+    else:
+        if os.environ.get("ACCELERATE_USE_CPU", "").lower() in _TRUE:
+            log.warning("launched by `accelerate launch --cpu`, which starts ONE process whatever "
+                        "--num_processes says; for several CPU processes use `accelerate launch --multi_gpu "
+                        "--num_processes N ...` (gloo) or `torchrun --nproc_per_node N ...`")
+        return SINGLE
+    world = World(rank=rank, size=size, local_rank=_env_int("LOCAL_RANK", rank))
+    if size > 1:
+        log.info("data-parallel training: rank %d of %d (local rank %d)", rank, size, world.local_rank)
+    return world
+
+
+def rank_device(world: World, device: str) -> str:
+    """The device this rank computes on: a bare ``cuda`` becomes ``cuda:<local_rank>``."""
+    if world.active and device.strip() == "cuda":
+        return f"cuda:{world.local_rank}"
+    return device
+
+
+def task_block(num_tasks: int, world: World) -> tuple[int, int]:
+    """[start, stop) of the tasks of a batch this rank plays: the ``rank``-th of ``size`` equal
+    contiguous blocks, so the ranks' trajectories concatenated in rank order are the batch's order."""
+    if num_tasks % world.size:
+        raise SeedRLError(f"rollout.tasks_per_batch={num_tasks} must be divisible by the number of processes "
+                          f"({world.size}): a group never spans processes")
+    per = num_tasks // world.size
+    return world.rank * per, (world.rank + 1) * per
+
+
+def shard_seed(base: int, shard: int) -> int:
+    """The rollout sampling seed of task block ``shard``: block 0 keeps ``base`` (the one-process seed)."""
+    return base + shard * 1_000_000_007
+
+
+def _device_of(world: World) -> torch.device:
+    import torch.distributed as dist
+
+    if dist.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def barrier(world: World) -> None:
+    if world.active:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
+def all_gather(world: World, obj: Any) -> list[Any]:
+    """Every rank's ``obj`` (picklable), in rank order; ``[obj]`` in a single process."""
+    if not world.active:
+        return [obj]
+    import torch.distributed as dist
+
+    out: list[Any] = [None] * world.size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def check_same(world: World, value: Any, what: str) -> None:
+    """A one-line SeedRLError unless every rank holds the same ``value``."""
+    values = all_gather(world, value)
+    if any(v != values[0] for v in values):
+        raise SeedRLError(f"the processes disagree on {what}: {values}")
+
+
+@dataclass
+class SampleLayout:
+    """The global step-sample list as every rank sees it: response lengths and teacher-signal flags
+    of all samples in rank order, and where this rank's samples start in it."""
+
+    lengths: list[int]
+    signal: list[bool] | None
+    offset: int
+    count: int
+
+    def local(self, global_idx: list[int]) -> list[int]:
+        """This rank's local indices among ``global_idx``, in that order."""
+        lo, hi = self.offset, self.offset + self.count
+        return [i - lo for i in global_idx if lo <= i < hi]
+
+
+def sample_layout(world: World, lengths: list[int], signal: list[bool] | None) -> SampleLayout:
+    """Share every rank's per-sample response lengths and signal flags (one collective)."""
+    if not world.active:
+        return SampleLayout(lengths, signal, 0, len(lengths))
+    parts = all_gather(world, (lengths, signal))
+    offset = sum(len(p[0]) for p in parts[:world.rank])
+    flags = None if signal is None else [f for p in parts for f in p[1]]
+    return SampleLayout([n for p in parts for n in p[0]], flags, offset, len(lengths))
+
+
+def sum_stats(world: World, acc: dict[str, float]) -> dict[str, float]:
+    """Key-wise sums over the ranks (a rank may miss keys: it had no sample of the mini-batch)."""
+    if not world.active:
+        return acc
+    out: dict[str, float] = {}
+    for part in all_gather(world, acc):
+        for k, v in part.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+def all_reduce_grads(world: World, params: list[torch.nn.Parameter], bucket_numel: int = 1 << 25) -> None:
+    """Sum the gradients of ``params`` over the ranks, in place. A parameter that got no gradient on
+    any rank keeps ``grad=None`` (the optimizer skips it, as a single process would)."""
+    if not world.active:
+        return
+    import torch.distributed as dist
+
+    dev = _device_of(world)
+    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=dev)
+    dist.all_reduce(has)
+    live = [p for p, h in zip(params, has.tolist()) if h > 0]
+    for p in live:
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    bucket: list[torch.nn.Parameter] = []
+    size = 0
+    for p in live + [None]:  # type: ignore[list-item]
+        if p is not None and (not bucket or (size + p.numel() <= bucket_numel and p.grad.dtype == bucket[0].grad.dtype
+                                             and p.grad.device == bucket[0].grad.device)):
+            bucket.append(p)
+            size += p.numel()
+            continue
+        if bucket:
+            flat = torch.cat([q.grad.reshape(-1) for q in bucket])
+            dist.all_reduce(flat)
+            pos = 0
+            for q in bucket:
+                n = q.numel()
+                q.grad.copy_(flat[pos:pos + n].view_as(q.grad))
+                pos += n
+        bucket, size = ([p], p.numel()) if p is not None else ([], 0)

@@ -1,0 +1,201 @@
+"""The pooled executors (``process``: worker processes, ``ray``: Ray actors) play exactly what the thread
+executor plays, and a worker that hangs or dies ends only the episodes it holds.
+
+A pool has ``min(env.workers, episodes)`` workers; episode i lives on worker ``i % workers``
+(``seedrl.rollout.executors.assign``). The Ray tests share one local Ray instance, started by a
+``RayExecutor`` (module fixture) and stopped by it at the end, which then checks no Ray process is left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import multiprocessing
+import os
+import time
+
+import pytest
+
+from seedrl.envs.registry import make_env  # noqa: F401 -- registers the envs before EnvFactory is used
+from seedrl.rollout.executors import EnvFactory, RayExecutor, assign, make_executor
+from seedrl.rollout.runner import RolloutSettings, rollout
+from tests.rollout.toy_envs import FAULT_STEP, FakeBackend, ToyEnv
+
+MAX_STEPS = 4
+
+
+def settings(**kw) -> RolloutSettings:
+    base = dict(env_title="Toy", max_steps=MAX_STEPS, history_length=1, step_timeout_s=1.0, env_workers=2)
+    return RolloutSettings(**(base | kw))
+
+
+def play(tokenizer, tasks, group_size=1, factory=ToyEnv, pool=None, seed=11, **kw):
+    """A rollout of the toy env; ``kw`` are RolloutSettings (``executor`` its name), ``pool`` a kept executor."""
+    return rollout(FakeBackend(tokenizer), tokenizer, factory, tasks, group_size, settings(**kw), seed=seed,
+                   executor=pool)
+
+
+def as_dicts(trajs):
+    return [dataclasses.asdict(t) for t in trajs]
+
+
+def healthy_view(trajs):
+    return [(t.task_id, t.won, t.truncated, t.error, t.privileged_state,
+             [(s.observation, s.action, s.reward, s.action_valid, s.response_text) for s in t.steps])
+            for t in trajs]
+
+
+def _ray_processes() -> list[str]:
+    """Ray's daemons (raylet, gcs_server, its workers) among this process's descendants."""
+    import psutil
+
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            text = " ".join(p.cmdline()) + " " + p.name()
+        except psutil.Error:
+            continue
+        if any(k in text for k in ("raylet", "gcs_server", "ray::", "default_worker.py")):
+            found.append(text[:120])
+    return found
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    """One local Ray instance for this module, started (and at the end stopped) by a RayExecutor."""
+    pytest.importorskip("ray")
+    import ray
+
+    assert not ray.is_initialized()
+    owner = RayExecutor(ToyEnv, workers=1)
+    owner._ensure_ray()
+    temp_dir = owner._temp_dir
+    assert ray.is_initialized() and temp_dir and os.path.isdir(temp_dir)
+    yield ray
+    owner.shutdown()
+    assert not ray.is_initialized()
+    assert not os.path.exists(temp_dir)
+    deadline = time.monotonic() + 15
+    while _ray_processes() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _ray_processes()
+
+
+def test_episodes_go_round_robin_to_the_workers():
+    assert assign(5, 2) == [[0, 2, 4], [1, 3]]
+    assert assign(3, 3) == [[0], [1], [2]]  # workers >= episodes: one episode each
+
+
+@pytest.mark.parametrize("executor,workers", [("process", 2), ("process", 8), ("ray", 2)])
+def test_pools_play_exactly_what_threads_play(tiny_tokenizer, request, executor, workers):
+    if executor == "ray":
+        request.getfixturevalue("ray_instance")
+    tasks = ["ok-0", "ok-1", "ok-2"]
+    kw = dict(group_size=2, max_steps=5, step_timeout_s=20.0, seed=5)
+    thread = as_dicts(play(tiny_tokenizer, tasks, **kw))
+    pooled = as_dicts(play(tiny_tokenizer, tasks, executor=executor, env_workers=workers, **kw))
+    assert pooled == thread
+    assert sum(len(t["steps"]) for t in thread) > 6 and any(t["won"] for t in thread)
+    assert not multiprocessing.active_children()
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("executor", ["process", "ray"])
+def test_a_worker_that_hangs_or_dies_ends_only_the_episodes_it_holds(tiny_tokenizer, request, tmp_path, executor):
+    if executor == "ray":
+        ray = request.getfixturevalue("ray_instance")
+    # three workers: 0 holds (ok-0, exit-3), 1 holds (hang-1, ok-4), 2 holds (ok-2, ok-5)
+    tasks = ["ok-0", "hang-1", "ok-2", "exit-3", "ok-4", "ok-5"]
+    t0 = time.perf_counter()
+    # every env writes its worker's pid into tmp_path
+    trajs = play(tiny_tokenizer, tasks, factory=functools.partial(ToyEnv, pids=str(tmp_path)), executor=executor,
+                 env_workers=3)
+    wall = time.perf_counter() - t0
+    pids = {int(p.name) for p in tmp_path.iterdir()}
+    died, hung = trajs[3], trajs[1]
+    assert "step timed out after 1s" in hung.error and len(hung.steps) == FAULT_STEP
+    assert "env step failed: env worker died" in died.error and len(died.steps) == FAULT_STEP
+    # their neighbours on the same worker end with them: at the same turn with the same error, or (a turn
+    # that sent their env nothing, e.g. an unparsable answer) at their next call, naming what happened
+    death = "env worker died (exit code 3)" if executor == "process" else "env worker died (ActorDiedError)"
+    for lost, cause, why in ((trajs[0], died, death), (trajs[4], hung, "timed out")):
+        assert lost.truncated and not lost.privileged_state and why in lost.error
+        assert (lost.error, len(lost.steps)) == (cause.error, FAULT_STEP) or (
+            lost.error == f"env read failed: its env worker was lost earlier ({why})"
+            and len(lost.steps) == FAULT_STEP + 1), (lost.error, len(lost.steps))
+    # the healthy worker's episodes play exactly as they do alone, on threads
+    alone = play(tiny_tokenizer, ["ok-2", "ok-5"])
+    assert all(t.error is None and t.privileged_state for t in alone)
+    assert healthy_view([trajs[2], trajs[5]]) == healthy_view(alone)
+    assert wall < 15, wall  # one timed-out turn (plus start-up), not a wait for HANG_S
+    # nothing is left running: every worker that held an env is gone (killed or ended), none a zombie
+    assert not multiprocessing.active_children()
+    assert len(pids) == 3 and os.getpid() not in pids
+    deadline = time.monotonic() + 10  # ray.kill is asynchronous
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in pids if _alive(pid)]
+    if executor == "ray":
+        assert ray.is_initialized()  # an instance the executor did not start is left running
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_warm_pool_serves_rollout_after_rollout_and_replaces_a_dead_worker(tiny_tokenizer, tmp_path):
+    # the pool's envs write their worker's pid into tmp_path (the factory goes with make_executor)
+    pool = make_executor("process", functools.partial(ToyEnv, pids=str(tmp_path)), workers=2, keep_warm=True)
+    tasks = ["ok-0", "ok-1", "ok-2"]
+    try:
+        first = play(tiny_tokenizer, tasks, pool=pool, executor="process", step_timeout_s=10.0)
+        warm = {int(p.name) for p in tmp_path.iterdir()}
+        assert len(warm) == 2 and len(multiprocessing.active_children()) == 2  # kept between rollouts
+        again = play(tiny_tokenizer, tasks, pool=pool, executor="process", step_timeout_s=10.0)
+        assert as_dicts(again) == as_dicts(first) == as_dicts(play(tiny_tokenizer, tasks))
+        assert {int(p.name) for p in tmp_path.iterdir()} == warm  # the same two workers, no new start
+        # a worker dies: its episodes end, the next rollout gets a fresh worker in its place
+        faulty = play(tiny_tokenizer, ["exit-0", "ok-1"], pool=pool, executor="process", step_timeout_s=10.0)
+        assert "died" in faulty[0].error and faulty[1].error is None
+        after = play(tiny_tokenizer, tasks, pool=pool, executor="process", step_timeout_s=10.0)
+        assert as_dicts(after) == as_dicts(first)
+        assert len({int(p.name) for p in tmp_path.iterdir()} - warm) == 1
+        assert len(multiprocessing.active_children()) == 2
+    finally:
+        pool.shutdown()
+    assert not multiprocessing.active_children()
+
+
+def test_a_missing_ray_is_one_line_naming_the_extra(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kw):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError("No module named 'ray'")
+        return real_import(name, *args, **kw)
+
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    from seedrl.errors import SeedRLError
+
+    with pytest.raises(SeedRLError, match=r"pip install 'seedrl\[ray\]'"):
+        make_executor("ray", ToyEnv)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("executor", ["process", "ray"])
+def test_pools_play_sokoban_exactly_as_threads(tiny_tokenizer, request, executor):
+    if executor == "ray":
+        request.getfixturevalue("ray_instance")
+    tasks = ["6x6-b1-s00000", "6x6-b1-s00001"]
+    kw = dict(group_size=2, factory=EnvFactory("sokoban"), env_title="Sokoban", max_steps=6,
+              step_timeout_s=30.0, seed=3)
+    thread = as_dicts(play(tiny_tokenizer, tasks, **kw))
+    assert as_dicts(play(tiny_tokenizer, tasks, executor=executor, env_workers=3, **kw)) == thread
+    assert sum(len(t["steps"]) for t in thread) >= 8
+    assert not multiprocessing.active_children()
