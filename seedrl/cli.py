@@ -535,6 +535,37 @@ def _resolve_checkpoint(spec: str, latest_checkpoint, load_config, TrainConfig):
 
 
 @app.command()
+def view(path: Path = typer.Argument(..., help="a run folder, a comparison folder (seedrl compare --out) or a "
+                                     "Stage-1 JSONL file (seedrl analyze --out)"),
+         out: Optional[Path] = typer.Option(None, "--out", help="the HTML file (default: PATH/view.html for a "
+                                            "folder, PATH.html for a file)")) -> None:
+    """One self-contained HTML page to see inside a run: metrics, traced trajectories token by token
+    (coloured by the teacher - student shift), skills, lessons; or a comparison, or Stage-1 data."""
+    from seedrl.experiments.viewer import write_view
+
+    written = write_view(path, out)
+    console.print(f"wrote {written} (open it in a browser: file://{written.resolve()})", markup=False,
+                  soft_wrap=True)
+
+
+@app.command()
+def lessons(paths: list[Path] = typer.Argument(..., help="run folders with skills.jsonl (SEED-family methods), or "
+                                               "a comparison's runs folder"),
+            out: Optional[Path] = typer.Option(None, "--out", help="the Markdown report (default: "
+                                               "<run_dir>/lessons.md; JSON beside it)"),
+            threshold: float = typer.Option(0.5, "--threshold", help="TF-IDF cosine similarity at which two "
+                                            "skills are one lesson"),
+            min_recur: int = typer.Option(3, "--min-recur", help="a lesson written at least this often is a "
+                                          "system-design candidate")) -> None:
+    """Group the hindsight skills of a run into recurring lessons: how often each comes back per
+    iteration (fading = distilled, persistent = not learnt), and which recur enough to belong in the
+    system's design (an env check, a prompt rule, an evaluation test)."""
+    from seedrl.experiments.lessons import main_lessons
+
+    console.print(f"wrote {main_lessons(paths, out, threshold, min_recur)}", markup=False, soft_wrap=True)
+
+
+@app.command()
 def envs() -> None:
     """List environments and their panels (size and content hash)."""
     from rich.table import Table

@@ -217,6 +217,12 @@ class LogConfig(_Strict):
     wandb: bool = False
     wandb_project: str = "seedrl"
     progress: bool = True
+    #: trajectories per iteration written to ``run_dir/traces/iter_XXXXXX.json`` (0 = off): drawn
+    #: by a seeded shuffle, successes and failures alternating; read by ``seedrl view``
+    trace_trajectories: NonNegInt = 4
+    #: upper bound on one iteration's trace file in bytes (steps past it are left out and counted);
+    #: the default bounds a 150-iteration run at 30 MB of traces
+    trace_max_bytes: Annotated[int, Field(ge=4096)] = 200_000
 
 
 class TrainConfig(_Strict):

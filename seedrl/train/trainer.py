@@ -62,6 +62,7 @@ from seedrl.train.distributed import (
 )
 from seedrl.train.logger import MetricsLogger
 from seedrl.train.policy import adamw, build_policy
+from seedrl.train.traces import build_trace, cut_traces, write_trace
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +220,8 @@ class Trainer:
         self._pool: EnvExecutor | None = None
         #: rank 0 writes the rows; the other ranks have no logger
         self.logger: MetricsLogger | None = MetricsLogger(self.run_dir, cfg.log, resume=resume) if main else None
+        if main and not resume:
+            cut_traces(self.run_dir, 0)  # a new run in a folder: no traces of an earlier attempt
         if resume:
             found = load_latest(self.ckpt_dir, self.model, self.optimizer, self.scheduler)
             check_same(self.world, None if found is None else found[1]["iteration"], "the checkpoint to resume from")
@@ -227,6 +230,8 @@ class Trainer:
                             "attempt discarded)", self.ckpt_dir)
                 for p in self.logger.row_files if self.logger else ():
                     p.unlink(missing_ok=True)
+                if main:
+                    cut_traces(self.run_dir, 0)
             else:
                 ckpt, state = found
                 if not self.train_panel.matches(state.get("train_panel_hash")):  # format-1 hashes too
@@ -238,6 +243,7 @@ class Trainer:
                 if main:
                     for p in self.logger.row_files:
                         cut_rows(p, self.iteration)
+                    cut_traces(self.run_dir, self.iteration)  # traces are rows too
                     self._record_resume_config(changes)
                 log.info("resumed from %s at iteration %d", ckpt, self.iteration)
         barrier(self.world)
@@ -606,6 +612,10 @@ class Trainer:
             adv = self.advantages(trajs, samples) if samples else torch.zeros(0)
         with stage("update"):
             upd = self.update(UpdateBatch(samples, old_logp, adv, ref_logp, teacher_logp, signal))
+        if self.world.main and self.cfg.log.trace_trajectories:
+            with stage("trace"):  # rank 0's own trajectories (see seedrl.train.traces)
+                self.save_trace(trajs, samples, old_logp, adv, teacher_logp, signal,
+                                results if self.method.uses_skills else None)
         # the rows describe the whole batch: with several processes, every rank's part of it
         m_trajs, m_samples, m_old, m_adv = trajs, samples, old_logp, adv
         if self.world.active:
@@ -651,6 +661,20 @@ class Trainer:
                                     "raw": r.raw[:2000]}
                                    | ({"step_skills": {str(k): v for k, v in sorted(r.step_skills.items())}}
                                       if r.skill and r.step_skills else {})) + "\n")
+
+    def save_trace(self, trajs: list[Trajectory], samples: list[StepSample], old_logp: list[torch.Tensor],
+                   adv: torch.Tensor, teacher_logp: list[torch.Tensor] | None, signal: torch.Tensor | None,
+                   results: list[AnalysisResult] | None) -> Path:
+        """``traces/iter_XXXXXX.json`` of this iteration (``self.iteration + 1``, as its rows): a few
+        trajectories token by token (:mod:`seedrl.train.traces`), fsynced before the checkpoint."""
+        c = self.cfg
+        it = self.iteration + 1
+        trace = build_trace(it, trajs, samples, old_logp, adv, teacher_logp, signal, results,
+                            k=c.log.trace_trajectories, max_bytes=c.log.trace_max_bytes, seed=c.seed * 9_973 + it,
+                            tokenizer=self.tokenizer, gate_beta=getattr(self.method.signal, "beta", None),
+                            method=c.algo.name, signal_name=self.method.signal.name,
+                            task_type=env_class(c.env.name).task_type)
+        return write_trace(self.run_dir, trace)
 
     def save(self) -> None:
         """Rank 0 writes the checkpoint (the ranks' states are identical); the others wait for it."""
