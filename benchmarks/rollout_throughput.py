@@ -8,7 +8,14 @@ and ``bf16-weights`` (weights held in bf16: inference only). Every row carries t
 bf16 capability (what ``model.precision=auto`` decides on). Prints a markdown table to paste into
 benchmarks/RESULTS.md together with the command, commit and machine line it prints.
 
+``--backends hf vllm`` adds the generation backend as a dimension: the same model, weights, env,
+batch and precision through HF ``generate`` and through the in-process vLLM engine
+(``rollout.backend=vllm``; run it in .venv-vllm: ``make bench-vllm``), with the vLLM/HF ratio of
+generated tokens per second. vLLM runs in-process with ``OMP_NUM_THREADS=1`` (its CPU build binds
+one thread per core it is given); pass ``--threads 1`` for a like-for-like HF row.
+
     python benchmarks/rollout_throughput.py [--models tiny-3m tiny-15m] [--batch-sizes 8 32 64]
+    OMP_NUM_THREADS=1 .venv-vllm/bin/python benchmarks/rollout_throughput.py --backends hf vllm --threads 1
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from seedrl.models.loading import load_model, load_tokenizer
 from seedrl.models.precision import device_capability
 from seedrl.models.scoring import batched_logprobs
 from seedrl.provenance import cpu_name
-from seedrl.rollout.backends import HFBackend, SamplingParams
+from seedrl.rollout.backends import SamplingParams, make_backend
 from seedrl.rollout.runner import RolloutSettings, rollout
 
 
@@ -68,11 +75,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=2, help="best of N (the machine may be shared)")
     ap.add_argument("--envs", nargs="*", default=["sokoban", "textworld"], help="env-only expert-play rate")
+    ap.add_argument("--backends", nargs="+", default=["hf"], choices=["hf", "vllm"],
+                    help="generation backends to compare (vllm: needs .venv-vllm)")
+    ap.add_argument("--vllm-kv-cache-gb", type=float, default=0.5)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"command: python benchmarks/rollout_throughput.py --models {' '.join(args.models)} --batch-sizes "
-          f"{' '.join(map(str, args.batch_sizes))} --precisions {' '.join(args.precisions)} --threads {args.threads}")
+          f"{' '.join(map(str, args.batch_sizes))} --precisions {' '.join(args.precisions)} --threads {args.threads}"
+          f" --backends {' '.join(args.backends)}")
     print(f"commit: {commit}\nmachine: {machine()}\n")
     if args.envs:
         print("| env | expert steps/s (reset + step, no model) | steps |\n|---|---|---|")
@@ -82,36 +93,44 @@ def main() -> None:
         print()
     cap = device_capability("cpu")
     native = "native" if cap.native_bf16 else "emulated"
-    print("| model | precision | cpu bf16 | episodes | gen tokens/s | env steps/s | rollout s | score tokens/s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| model | precision | cpu bf16 | backend | episodes | gen tokens/s | vs hf | env steps/s | rollout s "
+          "| score tokens/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     panel = build_panel("sokoban", "train")
     for name in args.models:
         tok = load_tokenizer(name)
         for precision in args.precisions:
             bf16 = precision == "bf16"
             model = load_model(name, "bfloat16" if precision == "bf16-weights" else "float32", tokenizer=tok)
-            backend = HFBackend(model, tok, bf16=bf16)
             # untrained models rarely close </action>: every turn runs to max_new_tokens (a worst case)
             settings = RolloutSettings(env_title="Sokoban", max_steps=args.max_steps, history_length=2,
                                        sampling=SamplingParams(max_new_tokens=args.max_new_tokens))
-            for bs in args.batch_sizes:
-                best = None
-                for r in range(args.repeats):
-                    t0 = time.perf_counter()
-                    trajs = rollout(backend, tok, lambda: make_env("sokoban"), list(panel.task_ids[:bs]), 1,
-                                    settings, seed=r)
-                    dt = time.perf_counter() - t0
-                    samples = [s for t in trajs for s in t.steps]
-                    gen = sum(len(s.response_ids) for s in samples)
-                    t1 = time.perf_counter()
-                    batched_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
-                                     tok.pad_token_id, micro_batch_size=16, bf16=bf16)
-                    st = time.perf_counter() - t1
-                    scored = sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
-                    row = (gen / dt, len(samples) / dt, dt, scored / st)
-                    best = row if best is None or row[0] > best[0] else best
-                print(f"| {name} | {precision} | {native if precision != 'fp32' else '-'} | {bs} | {best[0]:.0f} | "
-                      f"{best[1]:.1f} | {best[2]:.1f} | {best[3]:.0f} |", flush=True)
+            hf_rate: dict[int, float] = {}
+            for backend_name in args.backends:
+                opts = {"kv_cache_gb": args.vllm_kv_cache_gb} if backend_name == "vllm" else {}
+                backend = make_backend(backend_name, model, tok, bf16=bf16, **opts)
+                for bs in args.batch_sizes:
+                    best = None
+                    for r in range(args.repeats):
+                        t0 = time.perf_counter()
+                        trajs = rollout(backend, tok, lambda: make_env("sokoban"), list(panel.task_ids[:bs]), 1,
+                                        settings, seed=r)
+                        dt = time.perf_counter() - t0
+                        samples = [s for t in trajs for s in t.steps]
+                        gen = sum(len(s.response_ids) for s in samples)
+                        t1 = time.perf_counter()
+                        batched_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
+                                         tok.pad_token_id, micro_batch_size=16, bf16=bf16)
+                        st = time.perf_counter() - t1
+                        scored = sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
+                        row = (gen / dt, len(samples) / dt, dt, scored / st)
+                        best = row if best is None or row[0] > best[0] else best
+                    if backend_name == "hf":
+                        hf_rate[bs] = best[0]
+                    ratio = f"{best[0] / hf_rate[bs]:.2f}x" if bs in hf_rate else "-"
+                    print(f"| {name} | {precision} | {native if precision != 'fp32' else '-'} | {backend_name} | {bs} "
+                          f"| {best[0]:.0f} | {ratio} | {best[1]:.1f} | {best[2]:.1f} | {best[3]:.0f} |", flush=True)
+                backend.close()
 
 
 if __name__ == "__main__":

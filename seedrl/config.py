@@ -99,7 +99,25 @@ class EnvConfig(_Strict):
 
 
 class RolloutConfig(_Strict):
-    backend: Literal["hf"] = "hf"
+    #: hf: ``transformers`` generate on the policy itself. vllm: an in-process vLLM engine colocated
+    #: with the trainer (needs the ``vllm`` extra), its weights synced in place after every update
+    backend: Literal["hf", "vllm"] = "hf"
+    #: vLLM engine dtype; auto: bfloat16 when the run computes in bf16 (``model.precision``), else the
+    #: policy's dtype. The trainer keeps fp32 master weights either way; a bf16 engine samples from a
+    #: bf16 copy of them (the PPO ratio is then taken against fp32 re-scoring: ``check/rollout_logp_drift``)
+    vllm_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    #: CUDA: the share of GPU memory vLLM may take (weights + KV cache); the trainer needs the rest
+    vllm_gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)] = 0.4
+    #: KV-cache size in GiB; on CPU the default is 1 (vLLM would otherwise reserve a share of host
+    #: RAM); on CUDA it overrides ``vllm_gpu_memory_utilization`` when set
+    vllm_kv_cache_gb: PosFloat | None = None
+    #: the engine's context length (prompt + response); default: the model's max_position_embeddings
+    vllm_max_model_len: PosInt | None = None
+    #: no CUDA graphs / torch.compile: fast start (seconds), slower decoding; default: on CPU only
+    vllm_enforce_eager: bool | None = None
+    #: CUDA only: free the KV cache and weights of the engine during the update, wake it (and reload
+    #: the updated weights) before the next generation
+    vllm_sleep: bool = False
     tasks_per_batch: PosInt = 8
     group_size: PosInt = 8
     #: RL rollouts always sample, so > 0

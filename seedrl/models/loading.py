@@ -201,11 +201,49 @@ def load_model(
     return model
 
 
+#: written next to a generic tokenizer so ``AutoTokenizer(..., trust_remote_code=True)`` (e.g. vLLM with
+#: ``trust_remote_code``) also loads tokenizer.json verbatim: a subclass without ``__init__``
+_TOKENIZER_MODULE = "tokenization_seedrl"
+_TOKENIZER_MODULE_SRC = (
+    '"""Written by seedrl: load tokenizer.json exactly as saved (no model-specific pre-tokenizer)."""\n\n'
+    "from transformers import PreTrainedTokenizerFast\n\n\n"
+    "class SeedRLTokenizer(PreTrainedTokenizerFast):\n"
+    "    pass\n"
+)
+
+
+def write_portable_tokenizer_config(path: str | Path) -> None:
+    """Make a saved folder's generic tokenizer load identically in ``AutoTokenizer``, vLLM and
+    :func:`load_tokenizer`.
+
+    transformers >= 5 replaces the pre-tokenizer of a ``tokenizer.json`` by the model type's own
+    when config.json says ``model_type: qwen2`` (qwen2 is in its list of hub repos with a wrong
+    ``tokenizer_class``), whatever ``tokenizer_class`` the folder declares: ``" 1 2 3 up down"``
+    then encodes as 8 tokens instead of the 5 it was trained on. It skips that override when
+    tokenizer_config.json has an ``auto_map`` and trust_remote_code is off, and then loads the
+    declared ``tokenizer_class`` (generic: the file verbatim); with trust_remote_code on it loads the
+    ``auto_map`` class, a subclass of the generic one without ``__init__`` (verbatim too)."""
+    path = Path(path)
+    cfg_path = path / "tokenizer_config.json"
+    if _declared_class(str(path)) not in _GENERIC_TOKENIZERS or not (path / "tokenizer.json").is_file():
+        return  # a model's own tokenizer class (e.g. Qwen2Tokenizer from the hub): AutoTokenizer agrees
+    cfg = json.loads(cfg_path.read_text())
+    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"  # the generic class in transformers 4 and 5
+    cfg["auto_map"] = {"AutoTokenizer": [None, f"{_TOKENIZER_MODULE}.SeedRLTokenizer"]}
+    for k in ("is_local", "local_files_only"):  # load-time flags transformers 5 writes back
+        cfg.pop(k, None)
+    cfg_path.write_text(json.dumps(cfg, indent=2) + "\n")
+    (path / f"{_TOKENIZER_MODULE}.py").write_text(_TOKENIZER_MODULE_SRC)
+
+
 def save_model(model, tokenizer, path: str | Path) -> None:
-    """Save as a plain HF folder (LoRA adapters merged), loadable by ``load_model(path)``."""
+    """Save as a plain HF folder (LoRA adapters merged), loadable by ``load_model(path)``, whose
+    tokenizer loads identically in ``AutoTokenizer``, vLLM and :func:`load_tokenizer` (see
+    :func:`write_portable_tokenizer_config`)."""
     if hasattr(model, "merge_and_unload"):
         import copy
 
         model = copy.deepcopy(model).merge_and_unload()
     model.save_pretrained(str(path), safe_serialization=True)
     tokenizer.save_pretrained(str(path))
+    write_portable_tokenizer_config(path)

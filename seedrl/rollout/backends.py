@@ -2,8 +2,9 @@
 
 The Hugging Face backend calls ``model.generate`` once per batch (left padding, KV cache) and
 records, for every sampled token, its log-prob under the *untempered* policy (temperature 1,
-no top-p), which is what the PPO ratio needs. Other backends (vLLM, an OpenAI-compatible server)
-implement the same two methods.
+no top-p), which is what the PPO ratio needs. The vLLM backend (:mod:`seedrl.rollout.vllm_backend`,
+``rollout.backend=vllm``) implements the same methods with an in-process engine whose weights the
+trainer syncs after every update.
 """
 
 from __future__ import annotations
@@ -39,7 +40,14 @@ class GenerationBackend(Protocol):
         """Sample one response per prompt; deterministic for a given ``seed`` on CPU."""
 
     def sync_weights(self, model) -> None:
-        """Make the next ``generate`` use ``model``'s current weights."""
+        """Make the next ``generate`` use ``model``'s current weights (the trainer calls it after
+        every optimizer update and after loading a checkpoint)."""
+
+    def sleep(self) -> None:
+        """The trainer is about to update: free what generation holds (vLLM's CUDA sleep mode)."""
+
+    def close(self) -> None:
+        """Release the engine (end of the run)."""
 
 
 class _RecordLogprobs:
@@ -84,6 +92,12 @@ class HFBackend:
 
     def sync_weights(self, model) -> None:
         self.model = model
+
+    def sleep(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
     def _piece(self, tid: int) -> str:
         if tid not in self._token_text:
@@ -173,10 +187,22 @@ class HFBackend:
         return results
 
 
-BACKENDS = ("hf",)
+BACKENDS = ("hf", "vllm")
 
 
-def make_backend(name: str, model, tokenizer, bf16: bool = False) -> GenerationBackend:
+def backend_options(rollout) -> dict:
+    """The backend's keyword options from a run's ``rollout`` config section (its ``vllm_*`` keys)."""
+    if getattr(rollout, "backend", "hf") != "vllm":
+        return {}
+    return {k[len("vllm_"):]: v for k, v in rollout.model_dump().items() if k.startswith("vllm_")}
+
+
+def make_backend(name: str, model, tokenizer, bf16: bool = False, seed: int = 0, **options) -> GenerationBackend:
+    """``options``: :func:`backend_options` (the vLLM engine's settings); ``seed``: the engine's."""
     if name == "hf":
         return HFBackend(model, tokenizer, bf16=bf16)
+    if name == "vllm":
+        from seedrl.rollout.vllm_backend import VLLMBackend
+
+        return VLLMBackend(model, tokenizer, Generation, bf16=bf16, seed=seed, **options)
     raise unknown_name("generation backend", name, BACKENDS)

@@ -31,7 +31,7 @@ from seedrl.methods.sources import make_analyzer
 from seedrl.models.loading import load_model, load_tokenizer
 from seedrl.models.precision import resolve_precision
 from seedrl.provenance import git_commit
-from seedrl.rollout.backends import make_backend
+from seedrl.rollout.backends import backend_options, make_backend
 from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import rollout
 from seedrl.skills.prompts import analysis_messages, skill_target
@@ -53,7 +53,7 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
     bf16 = resolve_precision(m.precision, m.device).bf16
     tok = load_tokenizer(m.name)
     model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=tok)
-    backend = make_backend(cfg.rollout.backend, model, tok, bf16=bf16)
+    backend = make_backend(cfg.rollout.backend, model, tok, bf16=bf16, seed=cfg.seed, **backend_options(cfg.rollout))
     analyzer = make_analyzer(cfg, backend, tok, bf16=bf16, source="hindsight")
     panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
     task_ids = list(panel.task_ids[:tasks])
@@ -68,27 +68,30 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
     total = wins = unparsed = too_long = 0
     t0 = time.perf_counter()
     sk = cfg.skills
-    for start in range(0, len(task_ids), batch_tasks):
-        chunk = task_ids[start:start + batch_tasks]
-        trajs = rollout(backend, tok, EnvFactory(e.name, e.kwargs), chunk, rollouts, settings,
-                        seed=cfg.seed * 7_919 + start, traj_offset=total)
-        trajs = [t for t in trajs if t.error is None and t.steps]
-        results = analyzer.analyze(trajs)
-        for t, r in zip(trajs, results):
-            total += 1
-            wins += t.won
-            if not r.skill:
-                unparsed += 1
-                continue
-            response = skill_target(r.summary or "", r.skill, r.step_skills if sk.step_skills else None)
-            n_tokens = len(tok(response, add_special_tokens=False)["input_ids"])
-            if n_tokens > max_target_tokens:
-                too_long += 1
-                continue
-            target_tokens.append(n_tokens)
-            rows.append({"messages": analysis_messages(t, sk.max_obs_chars, sk.step_skills, sk.max_step_skills),
-                         "response": response, "task_id": t.task_id, "success": t.won,
-                         "provenance": provenance})
+    try:
+        for start in range(0, len(task_ids), batch_tasks):
+            chunk = task_ids[start:start + batch_tasks]
+            trajs = rollout(backend, tok, EnvFactory(e.name, e.kwargs), chunk, rollouts, settings,
+                            seed=cfg.seed * 7_919 + start, traj_offset=total)
+            trajs = [t for t in trajs if t.error is None and t.steps]
+            results = analyzer.analyze(trajs)
+            for t, r in zip(trajs, results):
+                total += 1
+                wins += t.won
+                if not r.skill:
+                    unparsed += 1
+                    continue
+                response = skill_target(r.summary or "", r.skill, r.step_skills if sk.step_skills else None)
+                n_tokens = len(tok(response, add_special_tokens=False)["input_ids"])
+                if n_tokens > max_target_tokens:
+                    too_long += 1
+                    continue
+                target_tokens.append(n_tokens)
+                rows.append({"messages": analysis_messages(t, sk.max_obs_chars, sk.step_skills, sk.max_step_skills),
+                             "response": response, "task_id": t.task_id, "success": t.won,
+                             "provenance": provenance})
+    finally:
+        backend.close()  # a vLLM engine is shut down (a no-op for HF)
     rows, note = balance_outcomes(rows, min_failure_frac)
     with out.open("w") as f:
         for row in rows:

@@ -34,7 +34,7 @@ from seedrl.methods.runtime import build_method
 from seedrl.methods.teacher import teacher_prompt_ids
 from seedrl.models.loading import load_model
 from seedrl.models.scoring import batched_logprobs, forward_logprobs, pack, right_align
-from seedrl.rollout.backends import SamplingParams, make_backend
+from seedrl.rollout.backends import SamplingParams, backend_options, make_backend
 from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
 from seedrl.rollout.runner import RolloutSettings, rollout
 from seedrl.rollout.types import StepSample, Trajectory, penalized
@@ -105,7 +105,8 @@ RESUME_SAFE_KEYS = (
     "run_dir", "iterations", "save_every", "keep_checkpoints", "torch_threads", "log", "eval",
     "env.workers", "env.step_timeout_s", "env.executor", "env.ray_address", "model.gradient_checkpointing",
     "optim.micro_batch_size", "skills.api.base_url", "skills.api.api_key_env", "skills.api.timeout_s",
-    "skills.api.concurrency",
+    "skills.api.concurrency", "rollout.vllm_gpu_memory_utilization", "rollout.vllm_kv_cache_gb",
+    "rollout.vllm_enforce_eager", "rollout.vllm_sleep",
 )
 
 
@@ -196,7 +197,9 @@ class Trainer:
         warm = max(0, cfg.optim.warmup_steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
-        self.backend = make_backend(cfg.rollout.backend, self.model, self.tokenizer, bf16=self.precision.bf16)
+        #: hf shares the policy's weights; vllm holds a copy, synced after every update (and a resume)
+        self.backend = make_backend(cfg.rollout.backend, self.model, self.tokenizer, bf16=self.precision.bf16,
+                                    seed=cfg.seed, **backend_options(cfg.rollout))
         #: the method: its table entry (skills, placement), its signal object and its analyzer
         self.method = build_method(cfg, self.backend, self.tokenizer, bf16=self.precision.bf16)
         self.analyzer = self.method.analyzer
@@ -246,7 +249,15 @@ class Trainer:
                     cut_traces(self.run_dir, self.iteration)  # traces are rows too
                     self._record_resume_config(changes)
                 log.info("resumed from %s at iteration %d", ckpt, self.iteration)
+                self._sync_backend()  # the checkpoint's weights, not the initial ones
         barrier(self.world)
+
+    def _sync_backend(self) -> None:
+        """Make the generation backend sample from the policy's current weights (vLLM: an in-place
+        copy, LoRA merged, prefix cache reset; hf: nothing to copy)."""
+        sync = getattr(self.backend, "sync_weights", None)
+        if sync is not None:
+            sync(self.model)
 
     # ------------------------------------------------------------------ resume config
     def _check_resume_config(self, cfg: TrainConfig) -> dict[str, tuple[Any, Any]]:
@@ -349,10 +360,14 @@ class Trainer:
         return self._pool
 
     def close(self) -> None:
-        """End the env worker pool (a no-op for threads; also done at interpreter exit)."""
+        """End the env worker pool (a no-op for threads; also done at interpreter exit) and the
+        generation engine (vLLM)."""
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
 
     def logprobs(self, model, samples: list[StepSample]) -> list[torch.Tensor]:
         return batched_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
@@ -610,8 +625,13 @@ class Trainer:
                 step_total = sum(len(v) for v in step_skills.values())
         with stage("advantage"):
             adv = self.advantages(trajs, samples) if samples else torch.zeros(0)
+        sleep = getattr(self.backend, "sleep", None)
+        if sleep is not None:
+            sleep()  # vLLM sleep mode on CUDA: its KV cache and weights are freed for the update
         with stage("update"):
             upd = self.update(UpdateBatch(samples, old_logp, adv, ref_logp, teacher_logp, signal))
+        with stage("sync"):
+            self._sync_backend()  # before the evaluation and the next rollout
         if self.world.main and self.cfg.log.trace_trajectories:
             with stage("trace"):  # rank 0's own trajectories (see seedrl.train.traces)
                 self.save_trace(trajs, samples, old_logp, adv, teacher_logp, signal,

