@@ -287,6 +287,8 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
           dtype: str = typer.Option("float32", "--dtype"),
           precision: str = typer.Option("auto", "--precision", help="compute precision: auto (bf16 where the "
                                         "device computes it natively) | fp32 | bf16"),
+          backend_name: str = typer.Option("hf", "--backend", help="generation backend: hf | vllm (the run's "
+                                           "rollout.vllm_* settings, or their defaults)"),
           out: Optional[Path] = typer.Option(None, "--out", help="write the full result JSON here"),
           set_: Optional[list[str]] = typer.Option(None, "--set", help="override a key of the run's config (or "
                                                   "of the defaults), e.g. --set skills.max_obs_chars=400 for "
@@ -307,7 +309,8 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         from seedrl.models.loading import load_model, load_tokenizer
         from seedrl.models.precision import resolve_precision
         from seedrl.provenance import git_commit
-        from seedrl.rollout.backends import HFBackend
+        from seedrl.config import RolloutConfig
+        from seedrl.rollout.backends import backend_options, make_backend
         from seedrl.train.checkpoint import latest_checkpoint
 
         try:
@@ -372,7 +375,9 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         prec = resolve_precision(precision, device)
         tok = load_tokenizer(model_path)
         model = load_model(model_path, dtype, device, tokenizer=tok)
-        backend = HFBackend(model, tok, bf16=prec.bf16)
+        rollout_cfg = (run_cfg.rollout if run_cfg else RolloutConfig()).model_copy(update={"backend": backend_name})
+        backend = make_backend(backend_name, model, tok, bf16=prec.bf16, seed=seed_list[0],
+                               **backend_options(rollout_cfg))
         if with_skills is not None:
             _skill_lift(with_skills, backend, tok, model, panels, settings, seed_list, run_cfg, env_name, prec,
                         model_path, out)

@@ -70,6 +70,13 @@ def test_missing_vllm_is_one_line_naming_the_extra(policy, tok):
         make_backend("vllm", policy, tok)
     msg = str(e.value)
     assert "\n" not in msg and "seedrl[vllm]" in msg and "make vllm-env" in msg
+    from typer.testing import CliRunner
+
+    from seedrl.cli import app
+
+    r = CliRunner().invoke(app, ["eval", "--checkpoint", "tiny-3m", "--env", "sokoban", "--num-tasks", "1",
+                                 "--backend", "vllm"])
+    assert r.exit_code == 2 and "seedrl[vllm]" in r.output and "Traceback" not in r.output
 
 
 @pytest.mark.vllm
