@@ -303,13 +303,12 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
     With --with-skills, the skill-lift diagnostic instead (seedrl/eval/skill_lift.py)."""
     _setup_logging(verbose)
     try:
-        from seedrl.config import TrainConfig, load_config
+        from seedrl.config import RolloutConfig, TrainConfig, load_config
         from seedrl.envs.panels import build_panel
         from seedrl.eval.evaluate import combine_seeds, evaluate
         from seedrl.models.loading import load_model, load_tokenizer
         from seedrl.models.precision import resolve_precision
         from seedrl.provenance import git_commit
-        from seedrl.config import RolloutConfig
         from seedrl.rollout.backends import backend_options, make_backend
         from seedrl.train.checkpoint import latest_checkpoint
 
