@@ -1,0 +1,146 @@
+"""GPU check: a few SEED (or GRPO) iterations of a random-init model of a real architecture with a
+real-model preset's precision and optimiser settings; per-stage seconds, peak GPU memory and the
+fraction of trainable parameters the updates changed (issue 10's GPU check).
+
+The model is built from the architecture's published config (no download: the GPU host reaches no
+hub) with seedrl's shipped tokenizer (the embedding keeps the architecture's 151,936 rows; ids past
+the tokenizer's are never used), saved in bf16 as hub checkpoints are, and loaded by the trainer
+from that folder exactly as a user's ``model.name`` would be. Everything else comes from ``--preset``
+(its ``model`` precision/dtype/gradient checkpointing, ``algo`` and ``optim`` sections); the env is
+swapped for sokoban (pure Python, generated rooms, no data) at a small batch so that the check fits
+a few minutes, and evaluation is off. A random-init policy writes no parsable skill, so by default
+the oracle analyzer supplies SEED's skills (``--analyzer self`` measures the self-analysis instead):
+with it every SEED stage runs, the teacher re-scoring included.
+
+    python benchmarks/gpu_check.py --arch qwen2.5-3b --preset configs/alfworld_seed.yaml \
+        --iterations 2 --out gpu_check.json
+
+CPU smoke test of the same code path: ``--arch tiny --device cpu``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+# The published config.json values (Qwen/Qwen2.5-*-Instruct on the hub) that shape the network.
+ARCHS: dict[str, dict] = {
+    "qwen2.5-3b": dict(hidden_size=2048, intermediate_size=11008, num_hidden_layers=36, num_attention_heads=16,
+                       num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0,
+                       rms_norm_eps=1e-6, tie_word_embeddings=True, vocab_size=151936),
+    "qwen2.5-1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                         num_key_value_heads=2, max_position_embeddings=32768, rope_theta=1000000.0,
+                         rms_norm_eps=1e-6, tie_word_embeddings=True, vocab_size=151936),
+    # the CPU smoke test: the same code path at a size a laptop runs in seconds
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, max_position_embeddings=4096, rope_theta=1000000.0,
+                 rms_norm_eps=1e-6, tie_word_embeddings=True, vocab_size=151936),
+}
+
+
+def build_model_folder(arch: str, path: Path, device: str) -> int:
+    """Write a random-init model of ``arch`` (bf16, as hub checkpoints are) and seedrl's tokenizer to
+    ``path``; returns its number of parameters."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from seedrl.models.loading import load_tokenizer, save_model
+
+    tok = load_tokenizer("tiny-3m")
+    cfg = AutoConfig.for_model("qwen2", attention_dropout=0.0, hidden_act="silu", initializer_range=0.02,
+                               pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None,
+                               **ARCHS[arch])
+    torch.manual_seed(0)
+    with torch.device(device):  # initialising 3B parameters on a CPU takes minutes; on the GPU, seconds
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    n = sum(p.numel() for p in model.parameters())
+    save_model(model, tok, path)
+    del model
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--arch", default="qwen2.5-3b", choices=sorted(ARCHS))
+    ap.add_argument("--preset", default="configs/alfworld_seed.yaml")
+    ap.add_argument("--algo", default=None, help="override the preset's algo.name (e.g. grpo)")
+    ap.add_argument("--analyzer", default="oracle", choices=["oracle", "self"])
+    ap.add_argument("--iterations", type=int, default=2)
+    ap.add_argument("--tasks", type=int, default=2, help="tasks per iteration")
+    ap.add_argument("--group", type=int, default=4, help="rollouts per task")
+    ap.add_argument("--max-steps", type=int, default=4)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--set", dest="sets", action="append", default=[], help="more key=value overrides")
+    ap.add_argument("--out", default=None, help="write the result JSON here")
+    args = ap.parse_args()
+
+    from seedrl.config import TrainConfig, load_config
+    from seedrl.provenance import git_commit
+    from seedrl.train.trainer import Trainer
+
+    work = Path(tempfile.mkdtemp(prefix="seedrl-gpu-check-"))
+    t0 = time.perf_counter()
+    n_params = build_model_folder(args.arch, work / "model", args.device)
+    build_s = time.perf_counter() - t0
+    overrides = [
+        f"run_dir={work / 'run'}", f"iterations={args.iterations}", f"save_every={args.iterations}",
+        f"model.name={work / 'model'}", f"model.device={args.device}",
+        "env.name=sokoban", "env.kwargs={}", f"env.max_steps={args.max_steps}", "env.history_length=2",
+        f"rollout.tasks_per_batch={args.tasks}", f"rollout.group_size={args.group}",
+        f"rollout.max_new_tokens={args.max_new_tokens}", "rollout.max_prompt_tokens=1024",
+        "eval.every=0", "eval.num_tasks=0",
+        f"skills.analyzer={args.analyzer}", "skills.max_new_tokens=256", "skills.max_prompt_tokens=4096",
+        *([f"algo.name={args.algo}"] if args.algo else []), *args.sets,
+    ]
+    cfg = load_config(TrainConfig, args.preset, overrides)
+    cuda = args.device.startswith("cuda")
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    t1 = time.perf_counter()
+    trainer = Trainer(cfg)
+    load_s = time.perf_counter() - t1
+    before = {n: p.detach().to("cpu", copy=True) for n, p in trainer.model.named_parameters() if p.requires_grad}
+    t2 = time.perf_counter()
+    trainer.train()
+    train_s = time.perf_counter() - t2
+    changed = total = 0
+    for n, p in trainer.model.named_parameters():
+        if n in before:
+            diff = p.detach().to("cpu") != before[n]
+            changed += int(diff.sum())
+            total += diff.numel()
+    rows = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    stages = sorted({k for r in rows for k in r if k.startswith("time/")})
+    result = {
+        "command": "python " + " ".join(sys.argv),
+        "commit": git_commit(),
+        "device": torch.cuda.get_device_name() if cuda else "cpu",
+        "torch": torch.__version__,
+        "arch": args.arch, "parameters": n_params, "preset": args.preset, "algo": cfg.algo.name,
+        "analyzer": cfg.skills.analyzer, "precision": trainer.precision.describe(),
+        "model_dtype": cfg.model.dtype, "gradient_checkpointing": cfg.model.gradient_checkpointing,
+        "lr": cfg.optim.lr, "episodes_per_iteration": args.tasks * args.group,
+        "build_model_s": round(build_s, 1), "load_s": round(load_s, 1), "train_s": round(train_s, 1),
+        "stage_s_per_iteration": [{k[5:]: round(r[k], 2) for k in stages if k in r} for r in rows],
+        "per_iteration": [{k: r.get(k) for k in ("rollout/samples", "rollout/response_tokens",
+                                                  "rollout/invalid_format_rate", "skills/parse_rate",
+                                                  "skills/signal_frac", "skills/completion_tokens",
+                                                  "opd/gate_mean", "loss/opd", "loss/pg", "grad_norm")} for r in rows],
+        "peak_gpu_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
+        "params_changed_frac": changed / max(total, 1),
+        "trainable_params": total,
+    }
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
