@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -136,6 +137,7 @@ def main() -> None:
         "params_changed_frac": changed / max(total, 1),
         "trainable_params": total,
     }
+    shutil.rmtree(work, ignore_errors=True)  # a 3B run leaves ~40 GB (model folder, checkpoint with optimizer)
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
