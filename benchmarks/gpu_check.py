@@ -65,6 +65,38 @@ def build_model_folder(arch: str, path: Path, device: str) -> int:
     return n
 
 
+def rollout_only(args, cfg, trainer, work: Path, n_params: int, build_s: float, load_s: float) -> None:
+    """N rollouts of the whole batch (tasks x group episodes in lockstep, one generate per turn)."""
+    from seedrl.provenance import git_commit
+    from seedrl.train.trainer import training_samples
+
+    cuda = args.device.startswith("cuda")
+    runs = []
+    for _ in range(args.rollout_only):
+        t: dict[str, float] = {}
+        t0 = time.perf_counter()
+        trajs = trainer.collect(t)
+        wall = time.perf_counter() - t0
+        samples = training_samples(trajs)
+        tokens = sum(len(s.response_ids) for s in samples)
+        runs.append({"episodes": len(trajs), "step_samples": len(samples), "response_tokens": tokens,
+                     "rollout_s": round(wall, 2), "generate_s": round(t.get("generate", 0.0), 2),
+                     "gen_tokens_per_s": round(tokens / max(t.get("generate", wall), 1e-9), 1)})
+    trainer.close()
+    shutil.rmtree(work, ignore_errors=True)
+    result = {"command": "python " + " ".join(sys.argv), "commit": git_commit(),
+              "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
+              "arch": args.arch, "parameters": n_params, "preset": args.preset,
+              "precision": trainer.precision.describe(), "backend": cfg.rollout.backend,
+              "max_new_tokens": cfg.rollout.max_new_tokens, "turns": cfg.env.max_steps,
+              "build_model_s": round(build_s, 1), "load_s": round(load_s, 1), "rollouts": runs,
+              "peak_gpu_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None}
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--arch", default="qwen2.5-3b", choices=sorted(ARCHS))
@@ -78,6 +110,8 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="more key=value overrides")
+    ap.add_argument("--rollout-only", type=int, default=0, metavar="N",
+                    help="no training: N batched multi-turn rollouts (issue 15's HF-backend CUDA check)")
     ap.add_argument("--out", default=None, help="write the result JSON here")
     args = ap.parse_args()
 
@@ -106,6 +140,8 @@ def main() -> None:
     t1 = time.perf_counter()
     trainer = Trainer(cfg)
     load_s = time.perf_counter() - t1
+    if args.rollout_only:
+        return rollout_only(args, cfg, trainer, work, n_params, build_s, load_s)
     before = {n: p.detach().to("cpu", copy=True) for n, p in trainer.model.named_parameters() if p.requires_grad}
     t2 = time.perf_counter()
     trainer.train()
