@@ -65,12 +65,29 @@ def build_model_folder(arch: str, path: Path, device: str) -> int:
     return n
 
 
-def rollout_only(args, cfg, trainer, work: Path, n_params: int, build_s: float, load_s: float) -> None:
-    """N rollouts of the whole batch (tasks x group episodes in lockstep, one generate per turn)."""
+def emit(args, trainer, work: Path, n_params: int, build_s: float, load_s: float, **fields) -> None:
+    """Print (and with ``--out`` write) the result: what ran, where, and ``fields``; remove the temp
+    folder (a 3B run leaves ~40 GB: model folder, checkpoint with optimizer state)."""
     from seedrl.provenance import git_commit
-    from seedrl.train.trainer import training_samples
 
     cuda = args.device.startswith("cuda")
+    shutil.rmtree(work, ignore_errors=True)
+    result = {"command": "python " + " ".join(sys.argv), "commit": git_commit(),
+              "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
+              "arch": args.arch, "parameters": n_params, "preset": args.preset,
+              "precision": trainer.precision.describe(), "build_model_s": round(build_s, 1),
+              "load_s": round(load_s, 1), **fields,
+              "peak_gpu_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None}
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
+
+
+def rollout_only(args, cfg, trainer, work: Path, n_params: int, build_s: float, load_s: float) -> None:
+    """N rollouts of the whole batch (tasks x group episodes in lockstep, one generate per turn)."""
+    from seedrl.train.trainer import training_samples
+
     runs = []
     for _ in range(args.rollout_only):
         t: dict[str, float] = {}
@@ -83,18 +100,8 @@ def rollout_only(args, cfg, trainer, work: Path, n_params: int, build_s: float, 
                      "rollout_s": round(wall, 2), "generate_s": round(t.get("generate", 0.0), 2),
                      "gen_tokens_per_s": round(tokens / max(t.get("generate", wall), 1e-9), 1)})
     trainer.close()
-    shutil.rmtree(work, ignore_errors=True)
-    result = {"command": "python " + " ".join(sys.argv), "commit": git_commit(),
-              "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
-              "arch": args.arch, "parameters": n_params, "preset": args.preset,
-              "precision": trainer.precision.describe(), "backend": cfg.rollout.backend,
-              "max_new_tokens": cfg.rollout.max_new_tokens, "turns": cfg.env.max_steps,
-              "build_model_s": round(build_s, 1), "load_s": round(load_s, 1), "rollouts": runs,
-              "peak_gpu_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    emit(args, trainer, work, n_params, build_s, load_s, backend=cfg.rollout.backend,
+         max_new_tokens=cfg.rollout.max_new_tokens, turns=cfg.env.max_steps, rollouts=runs)
 
 
 def main() -> None:
@@ -116,7 +123,6 @@ def main() -> None:
     args = ap.parse_args()
 
     from seedrl.config import TrainConfig, load_config
-    from seedrl.provenance import git_commit
     from seedrl.train.trainer import Trainer
 
     work = Path(tempfile.mkdtemp(prefix="seedrl-gpu-check-"))
@@ -154,30 +160,14 @@ def main() -> None:
             total += diff.numel()
     rows = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines() if line.strip()]
     stages = sorted({k for r in rows for k in r if k.startswith("time/")})
-    result = {
-        "command": "python " + " ".join(sys.argv),
-        "commit": git_commit(),
-        "device": torch.cuda.get_device_name() if cuda else "cpu",
-        "torch": torch.__version__,
-        "arch": args.arch, "parameters": n_params, "preset": args.preset, "algo": cfg.algo.name,
-        "analyzer": cfg.skills.analyzer, "precision": trainer.precision.describe(),
-        "model_dtype": cfg.model.dtype, "gradient_checkpointing": cfg.model.gradient_checkpointing,
-        "lr": cfg.optim.lr, "episodes_per_iteration": args.tasks * args.group,
-        "build_model_s": round(build_s, 1), "load_s": round(load_s, 1), "train_s": round(train_s, 1),
-        "stage_s_per_iteration": [{k[5:]: round(r[k], 2) for k in stages if k in r} for r in rows],
-        "per_iteration": [{k: r.get(k) for k in ("rollout/samples", "rollout/response_tokens",
-                                                  "rollout/invalid_format_rate", "skills/parse_rate",
-                                                  "skills/signal_frac", "skills/completion_tokens",
-                                                  "opd/gate_mean", "loss/opd", "loss/pg", "grad_norm")} for r in rows],
-        "peak_gpu_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None,
-        "params_changed_frac": changed / max(total, 1),
-        "trainable_params": total,
-    }
-    shutil.rmtree(work, ignore_errors=True)  # a 3B run leaves ~40 GB (model folder, checkpoint with optimizer)
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    keys = ("rollout/samples", "rollout/response_tokens", "rollout/invalid_format_rate", "skills/parse_rate",
+            "skills/signal_frac", "skills/completion_tokens", "opd/gate_mean", "loss/opd", "loss/pg", "grad_norm")
+    emit(args, trainer, work, n_params, build_s, load_s, algo=cfg.algo.name, analyzer=cfg.skills.analyzer,
+         model_dtype=cfg.model.dtype, gradient_checkpointing=cfg.model.gradient_checkpointing, lr=cfg.optim.lr,
+         episodes_per_iteration=args.tasks * args.group, train_s=round(train_s, 1),
+         stage_s_per_iteration=[{k[5:]: round(r[k], 2) for k in stages if k in r} for r in rows],
+         per_iteration=[{k: r.get(k) for k in keys} for r in rows],
+         params_changed_frac=changed / max(total, 1), trainable_params=total)
 
 
 if __name__ == "__main__":
