@@ -297,6 +297,10 @@ class SFTConfig(_Strict):
     weight_decay: NonNegFloat = 0.0
     batch_size: PosInt = 32
     micro_batch_size: PosInt = 16
+    #: sort each batch by length before cutting it into micro-batches, so short examples are not padded
+    #: to the batch's longest (HF's group_by_length, within a batch: the same gradient up to float
+    #: summation order; off by default so earlier SFT runs reproduce bit for bit)
+    group_by_length: bool = False
     grad_clip: PosFloat = 1.0
     warmup_steps: NonNegInt = 20
     max_seq_tokens: PosInt = 2048

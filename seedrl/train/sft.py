@@ -162,12 +162,23 @@ def tokenize_pairs(tokenizer, rows: list[dict[str, Any]], max_tokens: int) -> li
     return pairs
 
 
+def micro_batches(idx: list[int], lengths: list[int], micro_batch_size: int,
+                  group_by_length: bool = False) -> list[list[int]]:
+    """Cut one batch (example indices ``idx``) into micro-batches of at most ``micro_batch_size``.
+    ``group_by_length``: longest first, so each micro-batch pads only to its own longest (a batch
+    mixing 2,000-token analysis prompts with 300-token action prompts otherwise pads most examples to
+    2,000). The batch, and so the token-mean loss over it, is the same either way."""
+    order = sorted(idx, key=lambda i: -lengths[i]) if group_by_length else idx
+    return [order[m:m + micro_batch_size] for m in range(0, len(order), micro_batch_size)]
+
+
 def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epochs: int, lr: float,
               batch_size: int, micro_batch_size: int, weight_decay: float = 0.0, grad_clip: float = 1.0,
-              warmup_steps: int = 0, seed: int = 0, bf16: bool = False,
+              warmup_steps: int = 0, seed: int = 0, bf16: bool = False, group_by_length: bool = False,
               on_step=None) -> list[float]:
     """Token-mean NLL of the response tokens; returns the loss of every optimizer step.
-    ``bf16``: forward/backward under bf16 autocast (the weights stay fp32)."""
+    ``bf16``: forward/backward under bf16 autocast (the weights stay fp32); ``group_by_length``: see
+    :func:`micro_batches`."""
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     opt = adamw(model, lr, weight_decay)
@@ -181,6 +192,7 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
     g = torch.Generator().manual_seed(seed)
+    lengths = [len(p) + len(r) for p, r in pairs]
     losses = []
     model.train()
     for _ in range(epochs):
@@ -190,8 +202,7 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
             denom = float(sum(len(pairs[i][1]) for i in idx))
             opt.zero_grad(set_to_none=True)
             total_loss = 0.0
-            for m in range(0, len(idx), micro_batch_size):
-                mi = idx[m:m + micro_batch_size]
+            for mi in micro_batches(idx, lengths, micro_batch_size, group_by_length):
                 b = pack([pairs[i][0] for i in mi], [pairs[i][1] for i in mi], tokenizer.pad_token_id, device)
                 logp, _ = forward_logprobs(model, b, bf16=bf16)
                 loss = token_mean(-logp, b.response_mask, denom)
@@ -265,11 +276,14 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
 
         def on_step(i: int, total: int, loss: float) -> None:
             prog.update(task, completed=i, total=total, description=f"sft loss={loss:.3f}")
+            if not prog.console.is_terminal and (i % max(1, total // 20) == 0 or i == total):
+                # a log file gets no progress bar: a plain line every 5 % of the steps
+                print(f"sft step {i}/{total} loss {loss:.3f} ({time.perf_counter() - t0:.0f} s)", flush=True)
 
         losses = sft_train(model, tok, pairs, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size,
                            micro_batch_size=cfg.micro_batch_size, weight_decay=cfg.weight_decay,
                            grad_clip=cfg.grad_clip, warmup_steps=cfg.warmup_steps, seed=cfg.seed,
-                           bf16=bf16, on_step=on_step)
+                           bf16=bf16, group_by_length=cfg.group_by_length, on_step=on_step)
     summary |= {"steps": len(losses), "loss_first": losses[0], "loss_last": losses[-1],
                 "train_seconds": time.perf_counter() - t0}
     save_model(model, tok, run_dir / "model")
