@@ -429,7 +429,9 @@ def _skill_lift(source: str, backend, tok, model, panels, settings, seed_list, r
         out.write_text(json.dumps(res, indent=1))
     for sp, r in results.items():
         shift = ("n/a" if r["teacher_above_student_frac"] is None else
-                 f"{r['teacher_above_student_frac']:.3f} of {r['teacher_tokens']} tokens, mean {r['teacher_delta_mean']:+.3f}")
+                 f"{r['teacher_above_student_frac']:.3f} of {r['teacher_tokens']} tokens, mean {r['teacher_delta_mean']:+.3f}; "
+                 f"whole distribution: most likely token differs at {r['teacher_argmax_differs_frac']:.3f}, "
+                 f"mean total variation {r['teacher_tv_mean']:.3f}")
         console.print(f"DIAGNOSTIC skill lift ({source} skills; not a success rate) {env_name}/{sp} "
                       f"[panel {r['panel_hash']}]: {r['with_skill']}/{r['num_tasks']} tasks got a skill; on them "
                       f"success {r['success_without_skill']:.3f} without -> {r['success_with_skill']:.3f} with the skill "

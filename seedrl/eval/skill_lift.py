@@ -13,7 +13,11 @@ For each task of a panel:
    prompt puts it (the ``**Episode-Level Skill**`` block after the task line);
 4. on the first attempt's own responses, the teacher (prompt + skill) is compared with the student
    (plain prompt): the share of response tokens whose log-prob the skill raises, and the mean shift,
-   i.e. what OPD's gate would see.
+   i.e. what OPD's gate would see; and, over the whole next-token distribution at those positions,
+   how often the teacher's most likely token differs from the student's and the mean total-variation
+   distance between the two. A skill can change the distribution where the student did not sample
+   (the right object, the right ``go to``) while the sampled tokens' log-probs barely move: on-policy
+   distillation of the sampled tokens then sees almost nothing.
 
 Reported: success without and with the skill on the tasks that got one (paired on the same tasks),
 the lift and how many tasks were won only with / only without it, the parse rate, and the teacher
@@ -29,7 +33,7 @@ import torch
 
 from seedrl.envs.panels import Panel
 from seedrl.envs.registry import env_class
-from seedrl.models.scoring import batched_logprobs
+from seedrl.models.scoring import batched_logprobs, pack, response_logits
 from seedrl.rollout.backends import GenerationBackend, SamplingParams
 from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import RolloutSettings, encode_messages, rollout
@@ -58,6 +62,7 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
         ray_address=ray_address)
     rows: list[dict[str, Any]] = []
     deltas: list[torch.Tensor] = []
+    disagreement: dict[str, float] = {}
     t0 = time.perf_counter()
     for start in range(0, len(task_ids), batch_size):
         chunk = task_ids[start:start + batch_size]
@@ -76,8 +81,11 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
             again = {t.task_id: t for t in rollout(backend, tokenizer, EnvFactory(panel.env, panel.env_kwargs),
                                                    redo, 1, settings, seed=seed + start, traj_offset=start,
                                                    prompt_hook=with_skill)}
-        deltas += _teacher_shift(model, tokenizer, [t for t in playable if t.task_id in skills], skills,
-                                 max_prompt_tokens, micro_batch_size, bf16)
+        shift, dis = _teacher_shift(model, tokenizer, [t for t in playable if t.task_id in skills], skills,
+                                    max_prompt_tokens, micro_batch_size, bf16)
+        deltas += shift
+        for k, v in dis.items():
+            disagreement[k] = disagreement.get(k, 0.0) + v
         for t in first:
             r = results.get(t.task_id)
             second = again.get(t.task_id)
@@ -85,29 +93,62 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
                          "skill": r.skill if r else None, "analysis_error": (r.error if r else t.error),
                          "won_with_skill": None if second is None else second.won,
                          "steps": len(t.steps), "steps_with_skill": None if second is None else len(second.steps)})
-    return _summary(panel, played, rows, deltas, analyzer) | {
+    return _summary(panel, played, rows, deltas, disagreement, analyzer) | {
         "greedy": greedy, "temperature": None if greedy else temperature, "seed": seed,
         "time_s": time.perf_counter() - t0, "tasks": rows}
 
 
 def _teacher_shift(model, tokenizer, trajs, skills: dict[str, str], max_prompt_tokens: int, micro: int,
-                   bf16: bool) -> list[torch.Tensor]:
+                   bf16: bool) -> tuple[list[torch.Tensor], dict[str, float]]:
     """teacher - student log-prob of every response token of ``trajs`` (the skill of its task in the
-    teacher prompt, SEED's placement; the student prompt as generated)."""
+    teacher prompt, SEED's placement; the student prompt as generated), and the sums behind the
+    whole-distribution comparison (:func:`distribution_disagreement`)."""
     samples = [s for t in trajs for s in t.steps if s.response_ids]
     if not samples:
-        return []
+        return [], {}
     skill_of = {t.traj_id: skills[t.task_id] for t in trajs}
     teacher_prompts = [encode_messages(tokenizer, inject_into_messages(s.messages, skill_of[s.traj_id]))
                        [-max_prompt_tokens:] for s in samples]
     responses = [s.response_ids for s in samples]
-    student = batched_logprobs(model, [s.prompt_ids for s in samples], responses, tokenizer.pad_token_id, micro,
-                               bf16=bf16)
+    student_prompts = [s.prompt_ids for s in samples]
+    student = batched_logprobs(model, student_prompts, responses, tokenizer.pad_token_id, micro, bf16=bf16)
     teacher = batched_logprobs(model, teacher_prompts, responses, tokenizer.pad_token_id, micro, bf16=bf16)
-    return [t - s for t, s in zip(teacher, student)]
+    dis = distribution_disagreement(model, student_prompts, teacher_prompts, responses, tokenizer.pad_token_id,
+                                    micro, bf16)
+    return [t - s for t, s in zip(teacher, student)], dis
 
 
-def _summary(panel: Panel, played: Panel, rows: list[dict[str, Any]], deltas: list[torch.Tensor], analyzer) -> dict[str, Any]:
+@torch.no_grad()
+def distribution_disagreement(model, student_prompts, teacher_prompts, responses, pad_id: int, micro: int,
+                              bf16: bool = False) -> dict[str, float]:
+    """Sums over the response positions of ``responses``, each scored after its student and its
+    teacher prompt: ``tokens``; ``argmax_differs`` (teacher's most likely token != student's);
+    ``teacher_argmax_not_sampled`` (teacher's most likely token != the token the student sampled);
+    ``tv`` (total-variation distance between the two next-token distributions, in [0, 1])."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    out = {"tokens": 0.0, "argmax_differs": 0.0, "teacher_argmax_not_sampled": 0.0, "tv": 0.0}
+    for s in range(0, len(responses), micro):
+        resp = responses[s:s + micro]
+        bs = pack(student_prompts[s:s + micro], resp, pad_id, device)
+        bt = pack(teacher_prompts[s:s + micro], resp, pad_id, device)
+        ps = response_logits(model, bs, bf16).float().softmax(-1)  # [B, R, V]
+        pt = response_logits(model, bt, bf16).float().softmax(-1)
+        mask = bs.response_mask.bool()  # the same responses: the same [B, R] mask in both packs
+        sampled = bs.input_ids[:, -bs.width:]
+        am_t = pt.argmax(-1)
+        out["tokens"] += float(mask.sum())
+        out["argmax_differs"] += float(((ps.argmax(-1) != am_t) & mask).sum())
+        out["teacher_argmax_not_sampled"] += float(((am_t != sampled) & mask).sum())
+        out["tv"] += float((0.5 * (ps - pt).abs().sum(-1))[mask].sum())
+    if was_training:
+        model.train()
+    return out
+
+
+def _summary(panel: Panel, played: Panel, rows: list[dict[str, Any]], deltas: list[torch.Tensor],
+             disagreement: dict[str, float], analyzer) -> dict[str, Any]:
     skilled = [r for r in rows if r["won_with_skill"] is not None]
     n, k = len(rows), len(skilled)
     plain = sum(r["won"] for r in skilled)
@@ -127,4 +168,8 @@ def _summary(panel: Panel, played: Panel, rows: list[dict[str, Any]], deltas: li
         "teacher_tokens": int(len(flat)),
         "teacher_above_student_frac": float((flat > 0).float().mean()) if len(flat) else None,
         "teacher_delta_mean": float(flat.mean()) if len(flat) else None,
+        **{name: (disagreement[k] / disagreement["tokens"] if disagreement.get("tokens") else None)
+           for name, k in (("teacher_argmax_differs_frac", "argmax_differs"),
+                           ("teacher_argmax_not_sampled_frac", "teacher_argmax_not_sampled"),
+                           ("teacher_tv_mean", "tv"))},
     }

@@ -63,19 +63,24 @@ def unalign(x: torch.Tensor, resp_len: Sequence[int]) -> list[torch.Tensor]:
     return [x[i, W - n:].detach().float().cpu() if n else x.new_zeros(0).cpu() for i, n in enumerate(resp_len)]
 
 
+def response_logits(model, batch: Packed, bf16: bool = False) -> torch.Tensor:
+    """Logits ``[B, R, V]`` of the positions that predict the ``R`` response tokens (position t
+    predicts token t+1); ``bf16``: the forward runs under bf16 autocast."""
+    R = batch.width
+    with autocast(batch.input_ids.device, bf16):
+        out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                    position_ids=batch.position_ids, logits_to_keep=R + 1, use_cache=False)
+    return out.logits[:, :-1]
+
+
 def forward_logprobs(model, batch: Packed, with_entropy: bool = False, bf16: bool = False):
     """Log-probs [B, R] (float32) of the response tokens under ``model`` (and entropies if asked);
     ``bf16``: the forward runs under bf16 autocast (the log-softmax is always taken in fp32).
 
     Gradients flow unless the caller wraps this in ``torch.no_grad()``.
     """
-    R = batch.width
-    device = batch.input_ids.device
-    with autocast(device, bf16):
-        out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                    position_ids=batch.position_ids, logits_to_keep=R + 1, use_cache=False)
-    logits = out.logits[:, :-1]  # position t predicts token t+1: these predict the last R tokens
-    labels = batch.input_ids[:, -R:]
+    logits = response_logits(model, batch, bf16)
+    labels = batch.input_ids[:, -batch.width:]
     logp = token_logprobs(logits, labels) * batch.response_mask
     ent = entropy_from_logits(logits) * batch.response_mask if with_entropy else None
     return logp, ent

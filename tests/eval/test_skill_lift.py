@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import torch
 from typer.testing import CliRunner
 
 from seedrl.cli import app
@@ -35,6 +36,7 @@ def test_second_attempts_carry_the_oracle_skill_and_first_attempts_match_plain_e
     res = skill_lift(spy, tiny_tokenizer, tiny_model, panel, OracleAnalyzer("sokoban"), **kw)
     assert res["diagnostic"] == "skill_lift" and "not a success rate" in res["note"]
     assert res["with_skill"] == 3 and res["teacher_tokens"] > 0 and 0 <= res["teacher_above_student_frac"] <= 1
+    assert 0 <= res["teacher_argmax_differs_frac"] <= 1 and 0 <= res["teacher_tv_mean"] <= 1
     # 3 turns of plain first attempts, then 3 turns with the skill in every prompt
     assert [all(c) for c in spy.calls] == [False] * 3 + [True] * 3 and not any(any(c) for c in spy.calls[:3])
     plain = evaluate(HFBackend(tiny_model, tiny_tokenizer), tiny_tokenizer, panel, **kw)
@@ -59,3 +61,27 @@ def test_the_probe_stays_out_of_seedrl_eval(tmp_path):
     assert r.exit_code == 2 and "oracle or self" in r.output
     r = runner.invoke(app, base + ["--set", "skills.max_obs_chrs=1"])
     assert r.exit_code == 2 and "unknown config key 'skills.max_obs_chrs'" in r.output
+
+
+def test_distribution_disagreement_is_zero_for_one_prompt_and_counts_every_response_token(tiny_model, tiny_tokenizer):
+    from seedrl.eval.skill_lift import distribution_disagreement
+
+    g = torch.Generator().manual_seed(0)
+    V = len(tiny_tokenizer)
+    prompts = [torch.randint(5, V, (n,), generator=g).tolist() for n in (12, 7, 20)]
+    other = [torch.randint(5, V, (n,), generator=g).tolist() for n in (9, 15, 4)]
+    responses = [torch.randint(5, V, (n,), generator=g).tolist() for n in (3, 5, 1)]
+    pad = tiny_tokenizer.pad_token_id
+    same = distribution_disagreement(tiny_model, prompts, prompts, responses, pad, micro=2)
+    assert same == {"tokens": 9.0, "argmax_differs": 0.0, "teacher_argmax_not_sampled": same["teacher_argmax_not_sampled"],
+                    "tv": same["tv"]} and same["tv"] < 1e-6
+    diff = distribution_disagreement(tiny_model, prompts, other, responses, pad, micro=2)
+    assert diff["tokens"] == 9.0 and 0.0 < diff["tv"] <= 9.0
+    # the teacher's argmax vs the sampled token: recomputed here from the full distribution of one sample
+    from seedrl.models.scoring import pack, response_logits
+
+    b = pack([other[1]], [responses[1]], pad, "cpu")
+    with torch.no_grad():
+        am = response_logits(tiny_model, b).argmax(-1)[0, -5:]
+    single = distribution_disagreement(tiny_model, [prompts[1]], [other[1]], [responses[1]], pad, micro=1)
+    assert single["teacher_argmax_not_sampled"] == float((am != torch.tensor(responses[1])).sum())
