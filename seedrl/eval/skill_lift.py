@@ -33,7 +33,7 @@ import torch
 
 from seedrl.envs.panels import Panel
 from seedrl.envs.registry import env_class
-from seedrl.models.scoring import batched_logprobs, pack, response_logits
+from seedrl.models.scoring import pack, response_logits, unalign
 from seedrl.rollout.backends import GenerationBackend, SamplingParams
 from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import RolloutSettings, encode_messages, rollout
@@ -110,33 +110,34 @@ def _teacher_shift(model, tokenizer, trajs, skills: dict[str, str], max_prompt_t
     teacher_prompts = [encode_messages(tokenizer, inject_into_messages(s.messages, skill_of[s.traj_id]))
                        [-max_prompt_tokens:] for s in samples]
     responses = [s.response_ids for s in samples]
-    student_prompts = [s.prompt_ids for s in samples]
-    student = batched_logprobs(model, student_prompts, responses, tokenizer.pad_token_id, micro, bf16=bf16)
-    teacher = batched_logprobs(model, teacher_prompts, responses, tokenizer.pad_token_id, micro, bf16=bf16)
-    dis = distribution_disagreement(model, student_prompts, teacher_prompts, responses, tokenizer.pad_token_id,
-                                    micro, bf16)
-    return [t - s for t, s in zip(teacher, student)], dis
+    return distribution_disagreement(model, [s.prompt_ids for s in samples], teacher_prompts, responses,
+                                     tokenizer.pad_token_id, micro, bf16)
 
 
 @torch.no_grad()
 def distribution_disagreement(model, student_prompts, teacher_prompts, responses, pad_id: int, micro: int,
-                              bf16: bool = False) -> dict[str, float]:
-    """Sums over the response positions of ``responses``, each scored after its student and its
-    teacher prompt: ``tokens``; ``argmax_differs`` (teacher's most likely token != student's);
+                              bf16: bool = False) -> tuple[list[torch.Tensor], dict[str, float]]:
+    """Each of ``responses`` scored after its student and its teacher prompt, in one pass each:
+    per-sample ``teacher - student`` log-probs of the response tokens, and sums over the response
+    positions: ``tokens``; ``argmax_differs`` (teacher's most likely token != student's);
     ``teacher_argmax_not_sampled`` (teacher's most likely token != the token the student sampled);
     ``tv`` (total-variation distance between the two next-token distributions, in [0, 1])."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
     out = {"tokens": 0.0, "argmax_differs": 0.0, "teacher_argmax_not_sampled": 0.0, "tv": 0.0}
+    deltas: list[torch.Tensor] = []
     for s in range(0, len(responses), micro):
         resp = responses[s:s + micro]
         bs = pack(student_prompts[s:s + micro], resp, pad_id, device)
         bt = pack(teacher_prompts[s:s + micro], resp, pad_id, device)
-        ps = response_logits(model, bs, bf16).float().softmax(-1)  # [B, R, V]
-        pt = response_logits(model, bt, bf16).float().softmax(-1)
+        ls = response_logits(model, bs, bf16).float().log_softmax(-1)  # [B, R, V]
+        lt = response_logits(model, bt, bf16).float().log_softmax(-1)
+        ps, pt = ls.exp(), lt.exp()
         mask = bs.response_mask.bool()  # the same responses: the same [B, R] mask in both packs
         sampled = bs.input_ids[:, -bs.width:]
+        shift = (lt - ls).gather(-1, sampled.unsqueeze(-1)).squeeze(-1) * bs.response_mask
+        deltas += unalign(shift, bs.resp_len)
         am_t = pt.argmax(-1)
         out["tokens"] += float(mask.sum())
         out["argmax_differs"] += float(((ps.argmax(-1) != am_t) & mask).sum())
@@ -144,7 +145,7 @@ def distribution_disagreement(model, student_prompts, teacher_prompts, responses
         out["tv"] += float((0.5 * (ps - pt).abs().sum(-1))[mask].sum())
     if was_training:
         model.train()
-    return out
+    return deltas, out
 
 
 def _summary(panel: Panel, played: Panel, rows: list[dict[str, Any]], deltas: list[torch.Tensor],

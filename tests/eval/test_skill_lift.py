@@ -72,10 +72,16 @@ def test_distribution_disagreement_is_zero_for_one_prompt_and_counts_every_respo
     other = [torch.randint(5, V, (n,), generator=g).tolist() for n in (9, 15, 4)]
     responses = [torch.randint(5, V, (n,), generator=g).tolist() for n in (3, 5, 1)]
     pad = tiny_tokenizer.pad_token_id
-    same = distribution_disagreement(tiny_model, prompts, prompts, responses, pad, micro=2)
+    shift, same = distribution_disagreement(tiny_model, prompts, prompts, responses, pad, micro=2)
+    assert [len(d) for d in shift] == [3, 5, 1] and max(float(d.abs().max()) for d in shift) < 1e-5
     assert same == {"tokens": 9.0, "argmax_differs": 0.0, "teacher_argmax_not_sampled": same["teacher_argmax_not_sampled"],
                     "tv": same["tv"]} and same["tv"] < 1e-6
-    diff = distribution_disagreement(tiny_model, prompts, other, responses, pad, micro=2)
+    shift, diff = distribution_disagreement(tiny_model, prompts, other, responses, pad, micro=2)
+    from seedrl.models.scoring import batched_logprobs
+
+    student = batched_logprobs(tiny_model, prompts, responses, pad, 2)
+    teacher = batched_logprobs(tiny_model, other, responses, pad, 2)
+    assert all(torch.allclose(d, t - s_, atol=1e-5) for d, t, s_ in zip(shift, teacher, student))
     assert diff["tokens"] == 9.0 and 0.0 < diff["tv"] <= 9.0
     # the teacher's argmax vs the sampled token: recomputed here from the full distribution of one sample
     from seedrl.models.scoring import pack, response_logits
@@ -83,5 +89,5 @@ def test_distribution_disagreement_is_zero_for_one_prompt_and_counts_every_respo
     b = pack([other[1]], [responses[1]], pad, "cpu")
     with torch.no_grad():
         am = response_logits(tiny_model, b).argmax(-1)[0, -5:]
-    single = distribution_disagreement(tiny_model, [prompts[1]], [other[1]], [responses[1]], pad, micro=1)
+    _, single = distribution_disagreement(tiny_model, [prompts[1]], [other[1]], [responses[1]], pad, micro=1)
     assert single["teacher_argmax_not_sampled"] == float((am != torch.tensor(responses[1])).sum())
