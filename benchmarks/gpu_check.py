@@ -16,6 +16,11 @@ with it every SEED stage runs, the teacher re-scoring included.
         --iterations 2 --out gpu_check.json
 
 CPU smoke test of the same code path: ``--arch tiny --device cpu``.
+
+FSDP (issue 14's GPU check): the same command under ``accelerate launch --use_fsdp --fsdp_version 2
+--num_processes 1 benchmarks/gpu_check.py --arch qwen2.5-1.5b ...``; the trainer shards the policy
+(:mod:`seedrl.train.fsdp`) and the result says so (``fsdp``). One process per GPU; the check is
+written for one (each rank would build its own temporary model folder).
 """
 
 from __future__ import annotations
@@ -69,13 +74,15 @@ def emit(args, trainer, work: Path, n_params: int, build_s: float, load_s: float
     """Print (and with ``--out`` write) the result: what ran, where, and ``fields``; remove the temp
     folder (a 3B run leaves ~40 GB: model folder, checkpoint with optimizer state)."""
     from seedrl.provenance import git_commit
+    from seedrl.train.fsdp import is_sharded
 
     cuda = args.device.startswith("cuda")
     shutil.rmtree(work, ignore_errors=True)
     result = {"command": "python " + " ".join(sys.argv), "commit": git_commit(),
               "device": torch.cuda.get_device_name() if cuda else "cpu", "torch": torch.__version__,
               "arch": args.arch, "parameters": n_params, "preset": args.preset,
-              "precision": trainer.precision.describe(), "build_model_s": round(build_s, 1),
+              "precision": trainer.precision.describe(), "fsdp": is_sharded(trainer.model),
+              "build_model_s": round(build_s, 1),
               "load_s": round(load_s, 1), **fields,
               "peak_gpu_mem_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2) if cuda else None}
     text = json.dumps(result, indent=1)
@@ -86,13 +93,15 @@ def emit(args, trainer, work: Path, n_params: int, build_s: float, load_s: float
 
 def rollout_only(args, cfg, trainer, work: Path, n_params: int, build_s: float, load_s: float) -> None:
     """N rollouts of the whole batch (tasks x group episodes in lockstep, one generate per turn)."""
+    from seedrl.train.fsdp import gathered
     from seedrl.train.trainer import training_samples
 
     runs = []
     for _ in range(args.rollout_only):
         t: dict[str, float] = {}
         t0 = time.perf_counter()
-        trajs = trainer.collect(t)
+        with gathered(trainer.model):  # (a sharded policy generates from its full weights)
+            trajs = trainer.collect(t)
         wall = time.perf_counter() - t0
         samples = training_samples(trajs)
         tokens = sum(len(s.response_ids) for s in samples)
@@ -148,14 +157,17 @@ def main() -> None:
     load_s = time.perf_counter() - t1
     if args.rollout_only:
         return rollout_only(args, cfg, trainer, work, n_params, build_s, load_s)
-    before = {n: p.detach().to("cpu", copy=True) for n, p in trainer.model.named_parameters() if p.requires_grad}
+    def full(p: torch.Tensor) -> torch.Tensor:  # a sharded (FSDP) parameter: gather it
+        return (p.full_tensor() if hasattr(p, "full_tensor") else p).detach().to("cpu", copy=True)
+
+    before = {n: full(p) for n, p in trainer.model.named_parameters() if p.requires_grad}
     t2 = time.perf_counter()
     trainer.train()
     train_s = time.perf_counter() - t2
     changed = total = 0
     for n, p in trainer.model.named_parameters():
         if n in before:
-            diff = p.detach().to("cpu") != before[n]
+            diff = full(p) != before[n]
             changed += int(diff.sum())
             total += diff.numel()
     rows = [json.loads(line) for line in (work / "run" / "metrics.jsonl").read_text().splitlines() if line.strip()]

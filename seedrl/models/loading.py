@@ -236,14 +236,18 @@ def write_portable_tokenizer_config(path: str | Path) -> None:
     (path / f"{_TOKENIZER_MODULE}.py").write_text(_TOKENIZER_MODULE_SRC)
 
 
-def save_model(model, tokenizer, path: str | Path) -> None:
+def save_model(model, tokenizer, path: str | Path, state_dict: dict | None = None) -> None:
     """Save as a plain HF folder (LoRA adapters merged), loadable by ``load_model(path)``, whose
     tokenizer loads identically in ``AutoTokenizer``, vLLM and :func:`load_tokenizer` (see
-    :func:`write_portable_tokenizer_config`)."""
-    if hasattr(model, "merge_and_unload"):
+    :func:`write_portable_tokenizer_config`). ``state_dict``: the full weights to write instead of
+    the model's own (a sharded model's, gathered on this rank)."""
+    if state_dict is not None:
+        model.save_pretrained(str(path), state_dict=state_dict, safe_serialization=True)
+    elif hasattr(model, "merge_and_unload"):
         import copy
 
-        model = copy.deepcopy(model).merge_and_unload()
-    model.save_pretrained(str(path), safe_serialization=True)
+        copy.deepcopy(model).merge_and_unload().save_pretrained(str(path), safe_serialization=True)
+    else:
+        model.save_pretrained(str(path), safe_serialization=True)
     tokenizer.save_pretrained(str(path))
     write_portable_tokenizer_config(path)

@@ -173,6 +173,9 @@ class HFBackend:
                 stopping_criteria=StoppingCriteriaList([_StopStrings()]) if stop else None,
                 pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
                 return_dict_in_generate=True,
+                # each process generates on its own: HF would otherwise step an FSDP-sharded model's
+                # processes in lockstep; seedrl gathers the full weights first (seedrl.train.fsdp)
+                synced_gpus=False,
             )
         if was_training:
             self.model.train()

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 
 from seedrl.errors import SeedRLError
+from seedrl.train import fsdp
 
 log = logging.getLogger(__name__)
 
@@ -185,8 +186,13 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 # ------------------------------------------------------------------------------------ saving
 def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, optimizer, state: dict[str, Any],
-                    keep: int = 2, scheduler=None) -> Path:
-    """Write ``ckpt_root/iter_XXXXXX`` atomically, with its manifest, and point ``latest`` at it."""
+                    keep: int = 2, scheduler=None, model_state: dict[str, torch.Tensor] | None = None,
+                    optimizer_state: dict[str, Any] | None = None) -> Path:
+    """Write ``ckpt_root/iter_XXXXXX`` atomically, with its manifest, and point ``latest`` at it.
+
+    ``model_state``/``optimizer_state``: the full weights and the optimizer state in the
+    one-process form, when the model is sharded (:mod:`seedrl.train.fsdp` gathers them on rank 0),
+    written instead of ``model.state_dict()``/``optimizer.state_dict()``."""
     from safetensors.torch import save_file
 
     from seedrl.models.loading import save_model
@@ -200,12 +206,12 @@ def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, opt
         shutil.rmtree(tmp)
     _fault("begin")
     tmp.mkdir()
-    save_model(model, tokenizer, tmp / "model")  # a plain HF folder: `seedrl eval` and `--model` load it
+    save_model(model, tokenizer, tmp / "model", state_dict=model_state)  # a plain HF folder: `seedrl eval` loads it
     _fault("model")
     if hasattr(model, "peft_config"):  # exact adapter weights for resuming LoRA runs
         save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / "trainable.safetensors"))
         _fault("trainable")
-    torch.save({"optimizer": optimizer.state_dict(),
+    torch.save({"optimizer": optimizer.state_dict() if optimizer_state is None else optimizer_state,
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
                 "rng": rng_state()}, tmp / "trainer.pt")
     _fault("trainer_state")
@@ -411,17 +417,23 @@ def _read(ckpt: Path, lora: bool) -> tuple[dict[str, torch.Tensor], dict[str, An
 
 
 def _apply(ckpt: Path, model, optimizer, scheduler, sd, blob) -> None:
+    """Restore ``ckpt``'s weights, optimizer, scheduler and RNG (a sharded model: every rank loads
+    the full checkpoint into its shards, see :mod:`seedrl.train.fsdp`)."""
+    sharded = fsdp.is_sharded(model)
     if (ckpt / "trainable.safetensors").exists():
         model.load_state_dict(sd)
     else:
-        missing, unexpected = model.load_state_dict(sd, strict=False)
+        missing, unexpected = fsdp.load_full_state(model, sd) if sharded else model.load_state_dict(sd, strict=False)
         # tied embeddings are saved once; anything else missing is a real mismatch
         missing = [k for k in missing if not k.endswith("lm_head.weight")]
         if missing or unexpected:
             raise SeedRLError(f"checkpoint {ckpt} does not match the model: missing {missing[:3]}, "
                               f"unexpected {unexpected[:3]}")
     try:
-        optimizer.load_state_dict(blob["optimizer"])
+        if sharded:
+            fsdp.load_optimizer_state(model, optimizer, blob["optimizer"])
+        else:
+            optimizer.load_state_dict(blob["optimizer"])
         if scheduler is not None and blob.get("scheduler") is not None:
             scheduler.load_state_dict(blob["scheduler"])
         set_rng_state(blob["rng"])

@@ -18,7 +18,9 @@ One process per device; every process holds a full replica of the policy. Per it
 
 A single process (no ``WORLD_SIZE`` > 1 and no initialised process group) never calls anything
 here but :func:`setup`, which returns :data:`SINGLE`: the one-process run is unchanged.
-FSDP/DeepSpeed (a policy sharded over devices) are not supported: a launch that asks for them is
+FSDP (a policy sharded over the processes, chosen in the accelerate config) is
+:mod:`seedrl.train.fsdp`: the same global-batch update, with gradients reduce-scattered by FSDP
+instead of :func:`all_reduce_grads`. DeepSpeed is not supported: a launch that asks for it is
 refused in one line rather than silently run as replicas.
 """
 
@@ -75,17 +77,17 @@ def setup(device: str) -> World:
     SeedRLError for a launch this loop cannot run as it was asked to."""
     import torch.distributed as dist
 
-    for key, what in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
-        if os.environ.get(key, "").lower() in _TRUE:
-            raise SeedRLError(f"the launcher asks for {what} ({key}), which seedrl train does not support: "
-                              f"every process holds the whole policy (data parallel); relaunch without {what} "
-                              f"(e.g. `accelerate launch --multi_gpu ...`)")
+    if os.environ.get("ACCELERATE_USE_DEEPSPEED", "").lower() in _TRUE:
+        raise SeedRLError("the launcher asks for DeepSpeed (ACCELERATE_USE_DEEPSPEED), which seedrl train does not "
+                          "support; relaunch data-parallel (`accelerate launch --multi_gpu ...`) or with FSDP "
+                          "(`--use_fsdp --fsdp_version 2`)")
     want = _env_int("WORLD_SIZE", 1)
     if dist.is_available() and dist.is_initialized():
         size, rank = dist.get_world_size(), dist.get_rank()
         if "WORLD_SIZE" in os.environ and size != want:
             raise SeedRLError(f"the process group has {size} processes but the launcher set WORLD_SIZE={want}")
-    elif want > 1:
+    elif want > 1 or (os.environ.get("ACCELERATE_USE_FSDP", "").lower() in _TRUE and "MASTER_ADDR" in os.environ):
+        # (FSDP in one launched process: a group of one, so the FSDP code path runs as on N)
         if not dist.is_available():
             raise SeedRLError(f"WORLD_SIZE={want} but this torch build has no torch.distributed")
         backend = "nccl" if device.startswith("cuda") else "gloo"
@@ -172,21 +174,31 @@ class SampleLayout:
     signal: list[bool] | None
     offset: int
     count: int
+    #: every rank's sample count, in rank order
+    counts: tuple[int, ...] = ()
 
     def local(self, global_idx: list[int]) -> list[int]:
         """This rank's local indices among ``global_idx``, in that order."""
         lo, hi = self.offset, self.offset + self.count
         return [i - lo for i in global_idx if lo <= i < hi]
 
+    def most_micro_batches(self, global_idx: list[int], micro_batch_size: int) -> int:
+        """The largest number of micro-batches any rank cuts its share of ``global_idx`` into (what
+        every rank must run when each backward is a collective, as under FSDP)."""
+        counts = self.counts or (self.count,)
+        starts = [sum(counts[:r]) for r in range(len(counts))]
+        shares = [sum(1 for i in global_idx if lo <= i < lo + n) for lo, n in zip(starts, counts)]
+        return max(-(-k // micro_batch_size) for k in shares)
+
 
 def sample_layout(world: World, lengths: list[int], signal: list[bool] | None) -> SampleLayout:
     """Share every rank's per-sample response lengths and signal flags (one collective)."""
     if not world.active:
-        return SampleLayout(lengths, signal, 0, len(lengths))
+        return SampleLayout(lengths, signal, 0, len(lengths), (len(lengths),))
     parts = all_gather(world, (lengths, signal))
     offset = sum(len(p[0]) for p in parts[:world.rank])
     flags = None if signal is None else [f for p in parts for f in p[1]]
-    return SampleLayout([n for p in parts for n in p[0]], flags, offset, len(lengths))
+    return SampleLayout([n for p in parts for n in p[0]], flags, offset, len(lengths), tuple(len(p[0]) for p in parts))
 
 
 def sum_stats(world: World, acc: dict[str, float]) -> dict[str, float]:

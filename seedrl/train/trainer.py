@@ -39,6 +39,7 @@ from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
 from seedrl.rollout.runner import RolloutSettings, rollout
 from seedrl.rollout.types import StepSample, Trajectory, penalized
 from seedrl.skills.analyzers.base import AnalysisResult
+from seedrl.train import fsdp
 from seedrl.train.checkpoint import (
     checkpoint_dirs,
     cut_rows,
@@ -185,6 +186,13 @@ class Trainer:
         m = cfg.model.model_copy(update={"device": rank_device(self.world, cfg.model.device)})
         self.device = torch.device(m.device)
 
+        #: FSDP, when the accelerate config asks for it (seedrl.train.fsdp); None: every rank a replica
+        self.fsdp_plan = fsdp.requested_plan()
+        if self.fsdp_plan is not None and not torch.distributed.is_initialized():
+            log.warning("FSDP asked for, but no launcher started a process group: training unsharded")
+            self.fsdp_plan = None
+        if self.fsdp_plan is not None and self.fsdp_plan.activation_checkpointing:
+            m = m.model_copy(update={"gradient_checkpointing": True})
         policy = build_policy(m, what="policy")
         self.tokenizer, self.model, self.precision = policy.tokenizer, policy.model, policy.precision
         if main:
@@ -193,6 +201,12 @@ class Trainer:
         if cfg.algo.kl_coef > 0 and not m.lora:  # LoRA: the reference is the base with adapters off
             self.ref_model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=self.tokenizer)
             self.ref_model.requires_grad_(False).eval()
+        if self.fsdp_plan is not None:  # before the optimizer, which must hold the sharded parameters
+            layers = fsdp.shard(self.model, self.fsdp_plan)
+            if self.ref_model is not None:
+                fsdp.shard(self.ref_model, self.fsdp_plan)
+            log.info("FSDP: %s sharded over %d processes (layers: %s; reshard after forward: %s)", m.name,
+                     self.world.size, ", ".join(layers) or "root only", self.fsdp_plan.reshard_after_forward)
         self.optimizer = adamw(self.model, cfg.optim.lr, cfg.optim.weight_decay)
         warm = max(0, cfg.optim.warmup_steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -257,7 +271,8 @@ class Trainer:
         copy, LoRA merged, prefix cache reset; hf: nothing to copy)."""
         sync = getattr(self.backend, "sync_weights", None)
         if sync is not None:
-            sync(self.model)
+            with fsdp.gathered(self.model):
+                sync(self.model)
 
     # ------------------------------------------------------------------ resume config
     def _check_resume_config(self, cfg: TrainConfig) -> dict[str, tuple[Any, Any]]:
@@ -378,7 +393,8 @@ class Trainer:
         if self.cfg.algo.kl_coef <= 0:
             return None
         if self.ref_model is not None:
-            return self.logprobs(self.ref_model, samples)
+            with fsdp.gathered(self.ref_model):
+                return self.logprobs(self.ref_model, samples)
         with self.model.disable_adapter():
             return self.logprobs(self.model, samples)
 
@@ -472,16 +488,21 @@ class Trainer:
                 signal_denom = 0.0
                 if flags is not None:
                     signal_denom = float(sum(lengths[i] for i in idx if flags[i]))
-                stats = self.minibatch_step(batch, layout.local(idx), denom, signal_denom)
+                # sharded: each backward is a collective, so every rank runs as many micro-batches
+                micro = (layout.most_micro_batches(idx, o.micro_batch_size)
+                         if fsdp.is_sharded(self.model) else None)
+                stats = self.minibatch_step(batch, layout.local(idx), denom, signal_denom, micro)
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 steps += 1
         return {k: v / max(1, steps) for k, v in sums.items()} | {"optim_steps": steps}
 
     def minibatch_step(self, batch: UpdateBatch, idx: list[int], denom: float,
-                       signal_denom: float = 0.0) -> dict[str, float]:
+                       signal_denom: float = 0.0, micro_batches: int | None = None) -> dict[str, float]:
         """One optimizer step on the samples ``idx`` of ``batch``: PPO clip, entropy, KL, and the
-        method's signal (an advantage shift and/or a loss term; see :mod:`seedrl.methods.signals`)."""
+        method's signal (an advantage shift and/or a loss term; see :mod:`seedrl.methods.signals`).
+        ``micro_batches``: how many forward/backward passes to run in all (a sharded model: the
+        passes beyond this rank's own micro-batches are zero-weighted, :func:`fsdp.dummy_loss`)."""
         c, o = self.cfg.algo, self.cfg.optim
         sig = self.method.signal
         samples = batch.samples
@@ -527,11 +548,16 @@ class Trainer:
                 acc[k] = acc.get(k, 0.0) + float(v)  # already divided by the mini-batch token count
             for k, v in st.items():
                 acc[f"ppo/{k}"] = acc.get(f"ppo/{k}", 0.0) + float(v) * w
+        own = -(-len(idx) // o.micro_batch_size)
+        for _ in range((micro_batches or own) - own):
+            fsdp.dummy_loss(self.model, self.device).backward()
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.world.active:  # every term is over the global token count: the sum is the update
-            all_reduce_grads(self.world, params)
+            if not fsdp.is_sharded(self.model):  # (FSDP has summed them in each backward)
+                all_reduce_grads(self.world, params)
             acc = sum_stats(self.world, acc)
         gn = torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.grad_clip)
+        gn = gn.full_tensor() if hasattr(gn, "full_tensor") else gn  # sharded: a DTensor
         acc["grad_norm"] = float(gn)
         acc["lr"] = self.scheduler.get_last_lr()[0]
         if torch.isfinite(gn):
@@ -595,34 +621,36 @@ class Trainer:
             timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
         rollout_t: dict[str, float] = {}
-        with stage("rollout"):
-            trajs = self.collect(rollout_t)
-        samples = training_samples(trajs)
-        if not samples and not (self.world.active and sum(all_gather(self.world, len(samples)))):
-            errors = sorted({t.error for t in trajs if t.error})
-            raise SeedRLError(f"the rollout produced no step samples: {len(trajs)} episodes, "
-                              + (f"env errors: {'; '.join(errors[:2])}" if errors else
-                                 "every response was empty (check rollout.max_new_tokens)"))
-        with stage("old_logp"):
-            old_logp = self.logprobs(self.model, samples)
-        with stage("ref_logp"):
-            ref_logp = self.reference_logprobs(samples)
-        teacher_logp = signal = None
-        skill_metrics: dict[str, Any] = {}
-        if self.method.uses_skills:
-            with stage("analysis"):
-                results = self.analyze(trajs)
-            skills = {r.traj_id: r.skill for r in results if r.skill}
-            # OPID critical-step skills: only with skills.step_skills, only beside an episode skill
-            step_skills = ({r.traj_id: r.step_skills for r in results if r.skill and r.step_skills}
-                           if self.cfg.skills.step_skills else None)
-            with stage("rescore"):
-                teacher_logp, signal = self.teacher_logprobs(samples, skills, step_skills)
-            routed = step_total = None
-            if step_skills is not None:
-                routed = sum(1 for s, m in zip(samples, signal.tolist())
-                             if m > 0 and routed_step_skill(s, skills, step_skills))
-                step_total = sum(len(v) for v in step_skills.values())
+        # sharded (FSDP): full weights from the rollout to the re-scoring, sharded again for the update
+        with fsdp.gathered(self.model):
+            with stage("rollout"):
+                trajs = self.collect(rollout_t)
+            samples = training_samples(trajs)
+            if not samples and not (self.world.active and sum(all_gather(self.world, len(samples)))):
+                errors = sorted({t.error for t in trajs if t.error})
+                raise SeedRLError(f"the rollout produced no step samples: {len(trajs)} episodes, "
+                                  + (f"env errors: {'; '.join(errors[:2])}" if errors else
+                                     "every response was empty (check rollout.max_new_tokens)"))
+            with stage("old_logp"):
+                old_logp = self.logprobs(self.model, samples)
+            with stage("ref_logp"):
+                ref_logp = self.reference_logprobs(samples)
+            teacher_logp = signal = None
+            skill_metrics: dict[str, Any] = {}
+            if self.method.uses_skills:
+                with stage("analysis"):
+                    results = self.analyze(trajs)
+                skills = {r.traj_id: r.skill for r in results if r.skill}
+                # OPID critical-step skills: only with skills.step_skills, only beside an episode skill
+                step_skills = ({r.traj_id: r.step_skills for r in results if r.skill and r.step_skills}
+                               if self.cfg.skills.step_skills else None)
+                with stage("rescore"):
+                    teacher_logp, signal = self.teacher_logprobs(samples, skills, step_skills)
+                routed = step_total = None
+                if step_skills is not None:
+                    routed = sum(1 for s, m in zip(samples, signal.tolist())
+                                 if m > 0 and routed_step_skill(s, skills, step_skills))
+                    step_total = sum(len(v) for v in step_skills.values())
         with stage("advantage"):
             adv = self.advantages(trajs, samples) if samples else torch.zeros(0)
         sleep = getattr(self.backend, "sleep", None)
@@ -666,8 +694,9 @@ class Trainer:
         metrics |= {f"time/{k}": v for k, v in timings.items()}
         metrics |= {f"time/rollout_{k}": v for k, v in rollout_t.items()}
         metrics["iteration"] = self.iteration
-        if self.world.active:
+        if self.world.active or fsdp.is_sharded(self.model):
             metrics["dist/world_size"] = self.world.size
+            metrics["dist/fsdp"] = int(fsdp.is_sharded(self.model))
         return metrics
 
     def save_skills(self, trajs: list[Trajectory], results: list[AnalysisResult]) -> None:
@@ -697,13 +726,19 @@ class Trainer:
         return write_trace(self.run_dir, trace)
 
     def save(self) -> None:
-        """Rank 0 writes the checkpoint (the ranks' states are identical); the others wait for it."""
+        """Rank 0 writes the checkpoint (the ranks' states are identical; a sharded model's full
+        weights and optimizer state are gathered on rank 0 first); the others wait for it."""
+        model_state = optimizer_state = None
+        if fsdp.is_sharded(self.model):  # collectives: every rank takes part
+            model_state = fsdp.full_model_state(self.model)
+            optimizer_state = fsdp.full_optimizer_state(self.model, self.optimizer)
         if self.world.main:
             save_checkpoint(self.ckpt_dir, self.iteration, self.model, self.tokenizer, self.optimizer,
                             {"panel_position": self.panel_position, "traj_counter": self.traj_counter,
                              "train_panel_hash": self.train_panel.hash, "seed": self.cfg.seed}
                             | ({"world_size": self.world.size} if self.world.active else {}),
-                            keep=self.cfg.keep_checkpoints, scheduler=self.scheduler)
+                            keep=self.cfg.keep_checkpoints, scheduler=self.scheduler, model_state=model_state,
+                            optimizer_state=optimizer_state)
         barrier(self.world)
 
     def train(self, stop_after: int | None = None,
@@ -734,8 +769,9 @@ class Trainer:
         c = self.cfg
         remove_orphans(self.ckpt_dir)
         summary: dict[str, Any] = {}
-        if self.iteration == 0 and c.eval.num_tasks != 0:
-            evals = self._initial_evals(initial_eval)
+        if self._evaluates_first():
+            with fsdp.gathered(self.model):
+                evals = self._initial_evals(initial_eval)
             self._log_evals(evals)
             summary["evals_before"] = evals
             summary["eval_before"] = next(iter(evals.values()))
@@ -746,7 +782,8 @@ class Trainer:
                 metrics = self.train_iteration()
                 if self._evaluates_now():
                     t0 = time.perf_counter()
-                    evals = self.run_evals(f"iter_{self.iteration:06d}")
+                    with fsdp.gathered(self.model):
+                        evals = self.run_evals(f"iter_{self.iteration:06d}")
                     self._log_evals(evals)
                     metrics["eval/success_rate"] = next(iter(evals.values()))["success_rate"]
                     metrics |= {f"eval/{s}/success_rate": r["success_rate"] for s, r in evals.items()}
@@ -763,16 +800,23 @@ class Trainer:
                     t0 = time.perf_counter()
                     self.save()
                     self._checkpoint_s = time.perf_counter() - t0
-        if self.iteration >= c.iterations and c.eval.num_tasks != 0:
+        if self._evaluates_last():
             if self.iteration > 0:  # rows of an earlier final evaluation of this iteration (a resumed run)
                 cut_rows(self.logger.eval_path, self.iteration - 1)
-            evals = self.run_evals(f"iter_{self.iteration:06d}")
+            with fsdp.gathered(self.model):
+                evals = self.run_evals(f"iter_{self.iteration:06d}")
             self._log_evals(evals)
             summary["evals_after"] = evals
             summary["eval_after"] = next(iter(evals.values()))
         self.logger.close()
         barrier(self.world)
         return summary
+
+    def _evaluates_first(self) -> bool:
+        return self.iteration == 0 and self.cfg.eval.num_tasks != 0
+
+    def _evaluates_last(self) -> bool:
+        return self.iteration >= self.cfg.iterations and self.cfg.eval.num_tasks != 0
 
     def _evaluates_now(self) -> bool:
         c = self.cfg
@@ -785,16 +829,25 @@ class Trainer:
 
     def _train_follower(self, stop_after: int | None) -> dict[str, Any]:
         """The loop of a rank > 0: the same iterations and collectives as rank 0, no files; it
-        waits at rank 0's evaluations and checkpoints."""
+        waits at rank 0's evaluations (taking part in gathering a sharded model's weights for them)
+        and checkpoints."""
         c = self.cfg
+        if self._evaluates_first():
+            with fsdp.gathered(self.model):
+                pass
         barrier(self.world)  # rank 0's initial evaluation
         target = c.iterations if stop_after is None else min(c.iterations, self.iteration + stop_after)
         while self.iteration < target:
             self.train_iteration()
             if self._evaluates_now():
+                with fsdp.gathered(self.model):
+                    pass
                 barrier(self.world)
             if self._saves_now():
                 self.save()
+        if self._evaluates_last():
+            with fsdp.gathered(self.model):
+                pass
         barrier(self.world)  # rank 0's final evaluation
         return {}
 

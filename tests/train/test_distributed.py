@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ACCELERATE = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
 LAUNCH = [ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
           "--mixed_precision", "no", "--dynamo_backend", "no"]
+#: the same launch with FSDP2 (each decoder layer and the root sharded over the 2 processes)
+FSDP = ["--use_fsdp", "--fsdp_version", "2"]
 #: one iteration of the tiny config; eval small, a checkpoint every iteration. Micro-batches of one
 #: sample: a padded micro-batch's numbers depend (in the last fp32 bits) on which samples share it,
 #: and Adam's first steps turn such noise on near-zero gradients into ~3e-5 parameter differences
@@ -46,18 +48,21 @@ def _env(port: int) -> dict[str, str]:
     return env | {"MASTER_PORT": str(port)}
 
 
-def _launch(args: list[str], port: int, cwd: Path) -> subprocess.CompletedProcess:
-    cmd = LAUNCH + ["--main_process_port", str(port)] + args
+def _launch(args: list[str], port: int, cwd: Path, fsdp: bool = False) -> subprocess.CompletedProcess:
+    launch = [a for a in LAUNCH if a != "--multi_gpu"] + FSDP if fsdp else LAUNCH
+    cmd = launch + ["--main_process_port", str(port)] + args
     out = subprocess.run(cmd, cwd=cwd, env=_env(port), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out
 
 
-def _cli_train(tmp_path: Path, run_dir: Path, port: int, resume: bool = False, **over) -> None:
+def _cli_train(tmp_path: Path, run_dir: Path, port: int, resume: bool = False, fsdp: bool = False,
+               **over) -> subprocess.CompletedProcess:
     cfg = tiny_cfg(run_dir, **(SETS | over))
     path = tmp_path / f"{run_dir.name}.yaml"
     save_config(cfg, path)
-    _launch(["-m", "seedrl.cli", "train", "--config", str(path)] + (["--resume"] if resume else []), port, tmp_path)
+    return _launch(["-m", "seedrl.cli", "train", "--config", str(path)] + (["--resume"] if resume else []), port,
+                   tmp_path, fsdp=fsdp)
 
 
 def _weights(run_dir: Path, iteration: int) -> dict[str, torch.Tensor]:
@@ -107,6 +112,13 @@ def test_sample_layout_maps_global_mini_batches_to_local_indices():
     assert single.local([1, 0]) == [1, 0]
 
 
+def test_sample_layout_counts_the_micro_batches_of_the_busiest_rank():
+    lay = D.SampleLayout(lengths=[1] * 7, signal=None, offset=0, count=5, counts=(5, 2))
+    assert lay.most_micro_batches([0, 1, 2, 5, 6], 2) == 2  # rank 0: 3 samples -> 2; rank 1: 2 -> 1
+    assert lay.most_micro_batches([5, 6, 0], 1) == 2  # rank 1 is the busiest here
+    assert lay.most_micro_batches([4], 4) == 1
+
+
 def test_single_process_never_forms_a_group_and_refuses_sharded_launches(monkeypatch, caplog):
     for k in ("WORLD_SIZE", "RANK", "ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"):
         monkeypatch.delenv(k, raising=False)
@@ -115,8 +127,8 @@ def test_single_process_never_forms_a_group_and_refuses_sharded_launches(monkeyp
     with caplog.at_level("WARNING"):
         assert D.setup("cpu") is D.SINGLE
     assert "starts ONE process" in caplog.text
-    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
-    with pytest.raises(SeedRLError, match="FSDP"):
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    with pytest.raises(SeedRLError, match="DeepSpeed"):
         D.setup("cpu")
     assert D.rank_device(D.World(1, 2, 1), "cuda") == "cuda:1"
     assert D.rank_device(D.SINGLE, "cuda") == "cuda"
@@ -206,3 +218,29 @@ def test_resumed_two_process_run_matches_two_straight_iterations_of_one_process(
     assert [r["iteration"] for r in rows] == [1, 2]
     changes = _rows(run / "config_changes.jsonl")
     assert changes[0]["changes"] == {"iterations": {"old": 1, "new": 2}}
+
+
+# ------------------------------------------------------------------ slow: FSDP, 2 processes vs 1
+
+
+@pytest.mark.slow
+def test_fsdp_two_processes_compute_the_one_process_update_and_resume(tmp_path):
+    """FSDP2 over 2 processes (each decoder layer and the root sharded): the same parameters as one
+    process with the same global batch after iteration 1, and after a resumed iteration 2 (the
+    checkpoint holds the full weights and the one-process optimizer state)."""
+    _, ref = _reference(tmp_path / "ref", 2)
+    run = tmp_path / "fsdp"
+    _cli_train(tmp_path, run, port=29641, fsdp=True)
+    assert _max_diff(_weights(run, 1), _weights(tmp_path / "ref", 1)) < 1e-5
+    a, b = _rows(run / "metrics.jsonl"), _rows(tmp_path / "ref" / "metrics.jsonl")
+    assert a[0]["dist/fsdp"] == 1 and a[0]["dist/world_size"] == 2
+    for k in ("rollout/samples", "optim_steps"):
+        assert a[0][k] == b[0][k], k
+    for k in ("loss/pg", "loss/kl", "grad_norm"):
+        assert a[0][k] == pytest.approx(b[0][k], rel=1e-4, abs=1e-6), k
+    assert len(_rows(run / "eval.jsonl")) == 2  # rank 0 evaluated on gathered weights, before and after
+    # the checkpoint is a plain one-process checkpoint: a single process resumes it unsharded too
+    state = torch.load(run / "checkpoints" / "iter_000001" / "trainer.pt", weights_only=True)
+    assert sorted(state["optimizer"]["state"]) == list(range(len(state["optimizer"]["state"])))
+    _cli_train(tmp_path, run, port=29642, resume=True, fsdp=True, iterations=2)
+    assert _max_diff(_weights(run, 2), ref) < 1e-5
