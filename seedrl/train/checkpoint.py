@@ -3,7 +3,7 @@
 Layout of ``<root>/iter_XXXXXX``::
 
     model/                    a plain HF folder (``seedrl eval`` and ``--model`` load it)
-    trainable.safetensors     exact adapter weights (LoRA runs only)
+    trainable.safetensors     exact adapter weights: the trainable parameters (LoRA runs only)
     trainer.pt                optimizer, scheduler and RNG states: tensors and plain data only
     state.json                iteration, panel position, trajectory counter, panel hash, seed
     MANIFEST.json             size and sha256 of every file above
@@ -208,8 +208,10 @@ def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, opt
     tmp.mkdir()
     save_model(model, tokenizer, tmp / "model", state_dict=model_state)  # a plain HF folder: `seedrl eval` loads it
     _fault("model")
-    if hasattr(model, "peft_config"):  # exact adapter weights for resuming LoRA runs
-        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp / "trainable.safetensors"))
+    if hasattr(model, "peft_config"):  # exact adapter weights for resuming LoRA runs (the frozen base
+        # comes from model.name; saving it too would also trip over tied embeddings, one shared tensor)
+        save_file({n: p.detach().contiguous() for n, p in model.named_parameters() if p.requires_grad},
+                  str(tmp / "trainable.safetensors"))
         _fault("trainable")
     torch.save({"optimizer": optimizer.state_dict() if optimizer_state is None else optimizer_state,
                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
@@ -420,8 +422,12 @@ def _apply(ckpt: Path, model, optimizer, scheduler, sd, blob) -> None:
     """Restore ``ckpt``'s weights, optimizer, scheduler and RNG (a sharded model: every rank loads
     the full checkpoint into its shards, see :mod:`seedrl.train.fsdp`)."""
     sharded = fsdp.is_sharded(model)
-    if (ckpt / "trainable.safetensors").exists():
-        model.load_state_dict(sd)
+    if (ckpt / "trainable.safetensors").exists():  # LoRA: the trainable parameters (or, before, everything)
+        _, unexpected = model.load_state_dict(sd, strict=False)
+        lost = sorted(n for n, p in model.named_parameters() if p.requires_grad and n not in sd)
+        if lost or unexpected:
+            raise SeedRLError(f"checkpoint {ckpt} does not match the model's adapters: missing {lost[:3]}, "
+                              f"unexpected {list(unexpected)[:3]}")
     else:
         missing, unexpected = fsdp.load_full_state(model, sd) if sharded else model.load_state_dict(sd, strict=False)
         # tied embeddings are saved once; anything else missing is a real mismatch
