@@ -8,10 +8,11 @@ One process per device; every process holds a full replica of the policy. Per it
 - **Update**: the mini-batches are drawn from the *global* sample list, exactly as one process
   draws them (:func:`sample_layout` shares every rank's response lengths and teacher-signal flags);
   each rank computes its part of a mini-batch with every loss term divided by the mini-batch's
-  global token count, and the gradients are *summed* across ranks (:func:`all_reduce_grads`), so
-  the update is the one-process update of the same global batch (up to float summation order).
-  The reduction is explicit rather than DDP's backward hooks: ranks hold different numbers of
-  micro-batches per mini-batch (possibly none), which DDP's lock-step all-reduce cannot express.
+  global token count, and the gradients are *summed* across ranks by torch DDP
+  (:func:`data_parallel`, a summing communication hook), so the update is the one-process update of
+  the same global batch (up to float summation order). Ranks hold different numbers of
+  micro-batches per mini-batch (possibly none): each accumulates its own under ``no_sync`` and DDP
+  reduces in its last backward; a rank with none runs one zero-weighted pass.
 - **Rank 0** writes every file of the run (config, metrics rows gathered over all ranks, skills,
   evaluation, checkpoints); the others wait at a barrier. On ``--resume`` every rank loads the same
   checkpoint from ``run_dir`` (several machines: ``run_dir`` on a shared filesystem).
@@ -20,7 +21,7 @@ A single process (no ``WORLD_SIZE`` > 1 and no initialised process group) never 
 here but :func:`setup`, which returns :data:`SINGLE`: the one-process run is unchanged.
 FSDP (a policy sharded over the processes, chosen in the accelerate config) is
 :mod:`seedrl.train.fsdp`: the same global-batch update, with gradients reduce-scattered by FSDP
-instead of :func:`all_reduce_grads`. DeepSpeed is not supported: a launch that asks for it is
+instead of DDP. DeepSpeed is not supported: a launch that asks for it is
 refused in one line rather than silently run as replicas.
 """
 
@@ -132,14 +133,6 @@ def shard_seed(base: int, shard: int) -> int:
     return base + shard * 1_000_000_007
 
 
-def _device_of(world: World) -> torch.device:
-    import torch.distributed as dist
-
-    if dist.get_backend() == "nccl":
-        return torch.device("cuda", torch.cuda.current_device())
-    return torch.device("cpu")
-
-
 def barrier(world: World) -> None:
     if world.active:
         import torch.distributed as dist
@@ -212,34 +205,23 @@ def sum_stats(world: World, acc: dict[str, float]) -> dict[str, float]:
     return out
 
 
-def all_reduce_grads(world: World, params: list[torch.nn.Parameter], bucket_numel: int = 1 << 25) -> None:
-    """Sum the gradients of ``params`` over the ranks, in place. A parameter that got no gradient on
-    any rank keeps ``grad=None`` (the optimizer skips it, as a single process would)."""
-    if not world.active:
-        return
+def _sum_hook(state, bucket):
+    """DDP communication hook: the bucket's gradients *summed* over the ranks (DDP's own hook
+    averages them). Not annotated: DDP checks the annotations, which ``__future__`` turns into strings."""
     import torch.distributed as dist
 
-    dev = _device_of(world)
-    has = torch.tensor([p.grad is not None for p in params], dtype=torch.float32, device=dev)
-    dist.all_reduce(has)
-    live = [p for p, h in zip(params, has.tolist()) if h > 0]
-    for p in live:
-        if p.grad is None:
-            p.grad = torch.zeros_like(p)
-    bucket: list[torch.nn.Parameter] = []
-    size = 0
-    for p in live + [None]:  # type: ignore[list-item]
-        if p is not None and (not bucket or (size + p.numel() <= bucket_numel and p.grad.dtype == bucket[0].grad.dtype
-                                             and p.grad.device == bucket[0].grad.device)):
-            bucket.append(p)
-            size += p.numel()
-            continue
-        if bucket:
-            flat = torch.cat([q.grad.reshape(-1) for q in bucket])
-            dist.all_reduce(flat)
-            pos = 0
-            for q in bucket:
-                n = q.numel()
-                q.grad.copy_(flat[pos:pos + n].view_as(q.grad))
-                pos += n
-        bucket, size = ([p], p.numel()) if p is not None else ([], 0)
+    fut = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0])
+
+
+def data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
+    """``model`` under torch's DistributedDataParallel, with gradients summed over the ranks (every
+    loss term is already divided by the mini-batch's global token count). Buffers are not broadcast
+    at each forward: the replicas' buffers are equal, and a broadcast would make every forward a
+    collective. The update runs its forwards through the wrapper; everything else uses ``model``."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                  broadcast_buffers=False)
+    ddp.register_comm_hook(None, _sum_hook)
+    return ddp

@@ -16,7 +16,7 @@ import logging
 import random
 import shutil
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -51,9 +51,9 @@ from seedrl.train.checkpoint import (
 from seedrl.train.distributed import (
     World,
     all_gather,
-    all_reduce_grads,
     barrier,
     check_same,
+    data_parallel,
     rank_device,
     sample_layout,
     setup,
@@ -207,6 +207,11 @@ class Trainer:
                 fsdp.shard(self.ref_model, self.fsdp_plan)
             log.info("FSDP: %s sharded over %d processes (layers: %s; reshard after forward: %s)", m.name,
                      self.world.size, ", ".join(layers) or "root only", self.fsdp_plan.reshard_after_forward)
+        #: replicas: torch DDP, summing the gradients (seedrl.train.distributed.data_parallel)
+        self._ddp = (data_parallel(self.model, self.device)
+                     if self.world.active and self.fsdp_plan is None else None)
+        #: what the update's forwards run through: the DDP wrapper, or the (possibly sharded) policy
+        self._trained = self._ddp if self._ddp is not None else self.model
         self.optimizer = adamw(self.model, cfg.optim.lr, cfg.optim.weight_decay)
         warm = max(0, cfg.optim.warmup_steps)
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
@@ -501,60 +506,21 @@ class Trainer:
                        signal_denom: float = 0.0, micro_batches: int | None = None) -> dict[str, float]:
         """One optimizer step on the samples ``idx`` of ``batch``: PPO clip, entropy, KL, and the
         method's signal (an advantage shift and/or a loss term; see :mod:`seedrl.methods.signals`).
-        ``micro_batches``: how many forward/backward passes to run in all (a sharded model: the
-        passes beyond this rank's own micro-batches are zero-weighted, :func:`fsdp.dummy_loss`)."""
-        c, o = self.cfg.algo, self.cfg.optim
-        sig = self.method.signal
-        samples = batch.samples
+        ``micro_batches``: how many forward/backward passes every rank runs (a sharded model, whose
+        every backward is a collective); see :meth:`_passes` for the passes a rank adds to its own."""
+        o = self.cfg.optim
         self.optimizer.zero_grad(set_to_none=True)
         acc: dict[str, float] = {}
-        for s in range(0, len(idx), o.micro_batch_size):
-            mi = idx[s:s + o.micro_batch_size]
-            b = pack([samples[i].prompt_ids for i in mi], [samples[i].response_ids for i in mi],
-                     self.tokenizer.pad_token_id, self.device)
-            logp, ent = forward_logprobs(self.model, b, with_entropy=c.entropy_coef > 0,
-                                         bf16=self.precision.bf16)
-            mask = b.response_mask
-            old = right_align([batch.old_logp[i] for i in mi], b.width, self.device)
-            a = batch.adv[mi].to(self.device)[:, None] * mask
-            distill = batch.teacher_logp is not None and signal_denom > 0
-            if distill:
-                teacher = right_align([batch.teacher_logp[i] for i in mi], b.width, self.device)
-                tmask = mask * batch.signal[mi].to(self.device)[:, None]  # samples without a skill: all zero
-                a = sig.advantage(a, teacher, old, tmask)
-            pg, st = ppo_clip_loss(logp, old, a, mask, clip_ratio=c.clip_ratio, dual_clip_c=c.dual_clip_c,
-                                   denom=denom)
-            loss = pg
-            parts = {"loss/pg": pg.detach()}
-            if ent is not None:
-                e = token_mean(ent, mask, denom)
-                loss = loss - c.entropy_coef * e
-                parts["loss/entropy"] = e.detach()
-            if batch.ref_logp is not None:
-                ref = right_align([batch.ref_logp[i] for i in mi], b.width, self.device)
-                kl = token_mean(kl_k3(logp, ref), mask, denom)
-                loss = loss + c.kl_coef * kl
-                parts["loss/kl"] = kl.detach()
-            term = sig.loss(logp, old, teacher, tmask, signal_denom) if distill else None
-            if term is not None:
-                loss = loss + term.loss
-                parts[f"loss/{sig.name}"] = term.value
-                sig_w = tmask.sum().item() / signal_denom  # micro-batch share of the signal tokens
-                for k, v in term.stats.items():
-                    acc[f"{sig.name}/{k}"] = acc.get(f"{sig.name}/{k}", 0.0) + float(v) * sig_w
-            loss.backward()
-            w = mask.sum().item() / denom  # micro-batch share of the mini-batch, for stat averages
-            for k, v in parts.items():
-                acc[k] = acc.get(k, 0.0) + float(v)  # already divided by the mini-batch token count
-            for k, v in st.items():
-                acc[f"ppo/{k}"] = acc.get(f"ppo/{k}", 0.0) + float(v) * w
-        own = -(-len(idx) // o.micro_batch_size)
-        for _ in range((micro_batches or own) - own):
-            fsdp.dummy_loss(self.model, self.device).backward()
+        passes: list[list[int] | None] = [idx[s:s + o.micro_batch_size] for s in range(0, len(idx), o.micro_batch_size)]
+        passes += [None] * (self._passes(len(passes), micro_batches) - len(passes))
+        for j, mi in enumerate(passes):
+            with self._grad_sync(last=j == len(passes) - 1):
+                if mi is None:  # zero-weighted: pairs this rank's collectives with the other ranks'
+                    fsdp.dummy_loss(self._trained, self.device).backward()
+                else:
+                    self._micro_batch_loss(batch, mi, denom, signal_denom, acc).backward()
         params = [p for p in self.model.parameters() if p.requires_grad]
-        if self.world.active:  # every term is over the global token count: the sum is the update
-            if not fsdp.is_sharded(self.model):  # (FSDP has summed them in each backward)
-                all_reduce_grads(self.world, params)
+        if self.world.active:  # DDP/FSDP summed the gradients; the stats are summed here
             acc = sum_stats(self.world, acc)
         gn = torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.grad_clip)
         gn = gn.full_tensor() if hasattr(gn, "full_tensor") else gn  # sharded: a DTensor
@@ -567,6 +533,67 @@ class Trainer:
             acc["skipped_steps"] = 1.0
         self.scheduler.step()
         return acc
+
+    def _passes(self, own: int, micro_batches: int | None) -> int:
+        """How many forward/backward passes this rank runs for a mini-batch of which it holds
+        ``own`` micro-batches. The passes beyond its own are zero-weighted (:func:`fsdp.dummy_loss`):
+        sharded, every rank runs ``micro_batches`` (each backward is a collective); replicas under
+        DDP accumulate without syncing and reduce in their last backward, so a rank with no sample
+        in the mini-batch still runs one."""
+        if micro_batches is not None:
+            return micro_batches
+        return max(1, own) if self._ddp is not None else own
+
+    def _grad_sync(self, last: bool):
+        """DDP reduces the gradients in the last backward of a mini-batch only (``no_sync`` before)."""
+        return self._ddp.no_sync() if self._ddp is not None and not last else nullcontext()
+
+    def _micro_batch_loss(self, batch: UpdateBatch, mi: list[int], denom: float, signal_denom: float,
+                          acc: dict[str, float]) -> torch.Tensor:
+        """The loss of the samples ``mi`` of a mini-batch (every term divided by the mini-batch's
+        token counts, so the micro-batches' gradients add up to the mini-batch's); its stats are
+        added to ``acc``."""
+        c = self.cfg.algo
+        sig = self.method.signal
+        samples = batch.samples
+        b = pack([samples[i].prompt_ids for i in mi], [samples[i].response_ids for i in mi],
+                 self.tokenizer.pad_token_id, self.device)
+        logp, ent = forward_logprobs(self._trained, b, with_entropy=c.entropy_coef > 0,
+                                     bf16=self.precision.bf16)
+        mask = b.response_mask
+        old = right_align([batch.old_logp[i] for i in mi], b.width, self.device)
+        a = batch.adv[mi].to(self.device)[:, None] * mask
+        distill = batch.teacher_logp is not None and signal_denom > 0
+        if distill:
+            teacher = right_align([batch.teacher_logp[i] for i in mi], b.width, self.device)
+            tmask = mask * batch.signal[mi].to(self.device)[:, None]  # samples without a skill: all zero
+            a = sig.advantage(a, teacher, old, tmask)
+        pg, st = ppo_clip_loss(logp, old, a, mask, clip_ratio=c.clip_ratio, dual_clip_c=c.dual_clip_c,
+                               denom=denom)
+        loss = pg
+        parts = {"loss/pg": pg.detach()}
+        if ent is not None:
+            e = token_mean(ent, mask, denom)
+            loss = loss - c.entropy_coef * e
+            parts["loss/entropy"] = e.detach()
+        if batch.ref_logp is not None:
+            ref = right_align([batch.ref_logp[i] for i in mi], b.width, self.device)
+            kl = token_mean(kl_k3(logp, ref), mask, denom)
+            loss = loss + c.kl_coef * kl
+            parts["loss/kl"] = kl.detach()
+        term = sig.loss(logp, old, teacher, tmask, signal_denom) if distill else None
+        if term is not None:
+            loss = loss + term.loss
+            parts[f"loss/{sig.name}"] = term.value
+            sig_w = tmask.sum().item() / signal_denom  # micro-batch share of the signal tokens
+            for k, v in term.stats.items():
+                acc[f"{sig.name}/{k}"] = acc.get(f"{sig.name}/{k}", 0.0) + float(v) * sig_w
+        w = mask.sum().item() / denom  # micro-batch share of the mini-batch, for stat averages
+        for k, v in parts.items():
+            acc[k] = acc.get(k, 0.0) + float(v)  # already divided by the mini-batch token count
+        for k, v in st.items():
+            acc[f"ppo/{k}"] = acc.get(f"ppo/{k}", 0.0) + float(v) * w
+        return loss
 
     # ------------------------------------------------------------------ loop
     def run_eval(self, tag: str) -> dict[str, Any]:
@@ -697,6 +724,7 @@ class Trainer:
         if self.world.active or fsdp.is_sharded(self.model):
             metrics["dist/world_size"] = self.world.size
             metrics["dist/fsdp"] = int(fsdp.is_sharded(self.model))
+            metrics["dist/ddp"] = int(self._ddp is not None)
         return metrics
 
     def save_skills(self, trajs: list[Trajectory], results: list[AnalysisResult]) -> None:

@@ -162,7 +162,7 @@ def test_two_processes_compute_the_one_process_update(tmp_path):
     # rank 0 logged the whole batch (both ranks' episodes): the rows match the single process
     a, b = _rows(tmp_path / "dp" / "metrics.jsonl"), _rows(tmp_path / "ref" / "metrics.jsonl")
     assert len(a) == len(b) == 1
-    assert a[0]["dist/world_size"] == 2
+    assert a[0]["dist/world_size"] == 2 and a[0]["dist/ddp"] == 1 and a[0]["dist/fsdp"] == 0
     for k in ("rollout/samples", "rollout/success_rate", "rollout/steps", "rollout/response_tokens",
               "adv/mean", "adv/zero_frac", "optim_steps"):
         assert a[0][k] == pytest.approx(b[0][k], abs=1e-6), k
@@ -177,15 +177,10 @@ import torch
 import seedrl.train.trainer as T
 from seedrl.train import distributed as D
 
-# the usual mistake: each rank normalises by its own tokens over its own mini-batches, gradients averaged
+# the usual mistake: each rank normalises by its own tokens over its own mini-batches, and plain DDP
+# averages the gradients
 T.sample_layout = lambda world, lengths, signal: D.SampleLayout(lengths, signal, 0, len(lengths))
-_sum = D.all_reduce_grads
-def _mean(world, params):
-    _sum(world, params)
-    for p in params:
-        if p.grad is not None:
-            p.grad /= world.size
-T.all_reduce_grads = _mean
+T.data_parallel = lambda model, device: torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
 from seedrl.cli import main
 sys.argv = ["seedrl"] + sys.argv[1:]
 main()
@@ -233,7 +228,7 @@ def test_fsdp_two_processes_compute_the_one_process_update_and_resume(tmp_path):
     _cli_train(tmp_path, run, port=29641, fsdp=True)
     assert _max_diff(_weights(run, 1), _weights(tmp_path / "ref", 1)) < 1e-5
     a, b = _rows(run / "metrics.jsonl"), _rows(tmp_path / "ref" / "metrics.jsonl")
-    assert a[0]["dist/fsdp"] == 1 and a[0]["dist/world_size"] == 2
+    assert a[0]["dist/fsdp"] == 1 and a[0]["dist/ddp"] == 0 and a[0]["dist/world_size"] == 2
     for k in ("rollout/samples", "optim_steps"):
         assert a[0][k] == b[0][k], k
     for k in ("loss/pg", "loss/kl", "grad_norm"):
