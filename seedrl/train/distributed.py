@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from seedrl.errors import SeedRLError
+from seedrl.train.fsdp import requested_plan
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ def setup(device: str) -> World:
         size, rank = dist.get_world_size(), dist.get_rank()
         if "WORLD_SIZE" in os.environ and size != want:
             raise SeedRLError(f"the process group has {size} processes but the launcher set WORLD_SIZE={want}")
-    elif want > 1 or (os.environ.get("ACCELERATE_USE_FSDP", "").lower() in _TRUE and "MASTER_ADDR" in os.environ):
+    elif want > 1 or (requested_plan() is not None and "MASTER_ADDR" in os.environ):
         # (FSDP in one launched process: a group of one, so the FSDP code path runs as on N)
         if not dist.is_available():
             raise SeedRLError(f"WORLD_SIZE={want} but this torch build has no torch.distributed")
@@ -131,6 +132,15 @@ def task_block(num_tasks: int, world: World) -> tuple[int, int]:
 def shard_seed(base: int, shard: int) -> int:
     """The rollout sampling seed of task block ``shard``: block 0 keeps ``base`` (the one-process seed)."""
     return base + shard * 1_000_000_007
+
+
+def dummy_loss(model: torch.nn.Module, device: torch.device) -> torch.Tensor:
+    """A zero-weighted forward through the whole model: its backward takes part in the other ranks'
+    gradient collectives (DDP's all-reduce, FSDP's gathers and reduce-scatters) and adds exactly
+    zero to every gradient."""
+    ids = torch.zeros((1, 2), dtype=torch.long, device=device)
+    logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    return logits.float().sum() * 0.0
 
 
 def barrier(world: World) -> None:

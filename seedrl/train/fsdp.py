@@ -16,8 +16,8 @@ How the loop runs on sharded weights (see :class:`seedrl.train.trainer.Trainer`)
   stages, never the gradients or optimizer states.
 - **The update** runs sharded: each forward gathers a layer, each backward reduce-scatters its
   gradients, so every rank must issue the same number of forward/backward passes. Ranks hold
-  different numbers of micro-batches of a mini-batch; the short ones run zero-weighted
-  :func:`dummy` micro-batches (exactly zero gradient) so the collectives pair up. Gradients are
+  different numbers of micro-batches of a mini-batch; the short ones run zero-weighted passes
+  (:func:`seedrl.train.distributed.dummy_loss`, exactly zero gradient) so the collectives pair up. Gradients are
   *summed* over ranks (divide factor 1, sum reduction), because every loss term is already divided
   by the mini-batch's global token count: the update is the one-process update of the global batch.
 - **Checkpoints** are written in the one-process format (full weights as a plain HF folder; the
@@ -25,7 +25,7 @@ How the loop runs on sharded weights (see :class:`seedrl.train.trainer.Trainer`)
   sharded run resumes sharded or not, and ``seedrl eval`` loads it as any other.
 
 Not supported (refused in one line by :func:`requested_plan`): FSDP1 (``fsdp_version 1``), CPU
-offload, size-based wrapping, sharding strategies other than full/grad-op, and LoRA adapters with
+offload, size-based wrapping, FSDP1's sharding-strategy names, and LoRA adapters with
 FSDP (their merge for saving needs the unsharded base; LoRA's trainable state is small enough for
 plain data parallelism).
 """
@@ -48,10 +48,6 @@ log = logging.getLogger(__name__)
 _TRUE = ("1", "true", "yes")
 #: accelerate's auto-wrap policies and what seedrl does with them
 WRAP_POLICIES = ("TRANSFORMER_BASED_WRAP", "NO_WRAP")
-#: FSDP1 sharding strategies (accelerate's ``fsdp_reshard_after_forward``/``fsdp_sharding_strategy``)
-#: that FSDP2 expresses: full sharding reshards after forward, grad-op sharding keeps the gathered
-#: weights until the backward
-RESHARD = {"FULL_SHARD": True, "1": True, "SHARD_GRAD_OP": False, "2": False, "TRUE": True, "FALSE": False}
 
 
 @dataclass(frozen=True)
@@ -82,12 +78,11 @@ def requested_plan(env: dict[str, str] | None = None) -> FsdpPlan | None:
     wrap = (env.get("FSDP_AUTO_WRAP_POLICY") or "TRANSFORMER_BASED_WRAP").strip().upper()
     if wrap not in WRAP_POLICIES:
         raise SeedRLError(f"FSDP_AUTO_WRAP_POLICY={wrap} is not supported; valid: {', '.join(WRAP_POLICIES)}")
-    reshard_raw = (env.get("FSDP_RESHARD_AFTER_FORWARD") or "true").strip().upper()
-    if reshard_raw not in RESHARD:
-        raise SeedRLError(f"FSDP_RESHARD_AFTER_FORWARD={reshard_raw} is not supported; valid: "
-                          f"true, false, FULL_SHARD, SHARD_GRAD_OP")
+    reshard = (env.get("FSDP_RESHARD_AFTER_FORWARD") or "true").strip().lower()
+    if reshard not in ("true", "false"):  # FSDP2's knob is a boolean (FSDP1's strategy names are refused)
+        raise SeedRLError(f"FSDP_RESHARD_AFTER_FORWARD={reshard} is not supported; valid: true, false")
     classes = tuple(c.strip() for c in env.get("FSDP_TRANSFORMER_CLS_TO_WRAP", "").split(",") if c.strip())
-    return FsdpPlan(reshard_after_forward=RESHARD[reshard_raw], wrap_layers=wrap != "NO_WRAP",
+    return FsdpPlan(reshard_after_forward=reshard == "true", wrap_layers=wrap != "NO_WRAP",
                     layer_classes=classes,
                     activation_checkpointing=env.get("FSDP_ACTIVATION_CHECKPOINTING", "").lower() in _TRUE)
 
@@ -153,14 +148,6 @@ def gathered(*models: torch.nn.Module | None) -> Iterator[None]:
             for m in _fsdp_modules(model):
                 m.reshard()
             model.set_reshard_after_forward(getattr(model, "_seedrl_reshard_after_forward", True))
-
-
-def dummy_loss(model: torch.nn.Module, device: torch.device) -> torch.Tensor:
-    """A zero-weighted forward through every sharded layer: its backward pairs with the other
-    ranks' collectives and adds exactly zero to every gradient."""
-    ids = torch.zeros((1, 2), dtype=torch.long, device=device)
-    logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
-    return logits.float().sum() * 0.0
 
 
 def full_model_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -54,6 +54,7 @@ from seedrl.train.distributed import (
     barrier,
     check_same,
     data_parallel,
+    dummy_loss,
     rank_device,
     sample_layout,
     setup,
@@ -516,7 +517,7 @@ class Trainer:
         for j, mi in enumerate(passes):
             with self._grad_sync(last=j == len(passes) - 1):
                 if mi is None:  # zero-weighted: pairs this rank's collectives with the other ranks'
-                    fsdp.dummy_loss(self._trained, self.device).backward()
+                    dummy_loss(self._trained, self.device).backward()
                 else:
                     self._micro_batch_loss(batch, mi, denom, signal_denom, acc).backward()
         params = [p for p in self.model.parameters() if p.requires_grad]
@@ -536,7 +537,7 @@ class Trainer:
 
     def _passes(self, own: int, micro_batches: int | None) -> int:
         """How many forward/backward passes this rank runs for a mini-batch of which it holds
-        ``own`` micro-batches. The passes beyond its own are zero-weighted (:func:`fsdp.dummy_loss`):
+        ``own`` micro-batches. The passes beyond its own are zero-weighted (:func:`dummy_loss`):
         sharded, every rank runs ``micro_batches`` (each backward is a collective); replicas under
         DDP accumulate without syncing and reduce in their last backward, so a rank with no sample
         in the mini-batch still runs one."""
@@ -860,24 +861,24 @@ class Trainer:
         waits at rank 0's evaluations (taking part in gathering a sharded model's weights for them)
         and checkpoints."""
         c = self.cfg
-        if self._evaluates_first():
-            with fsdp.gathered(self.model):
-                pass
-        barrier(self.world)  # rank 0's initial evaluation
+        self._wait_for_evaluation(self._evaluates_first())  # rank 0's initial evaluation
         target = c.iterations if stop_after is None else min(c.iterations, self.iteration + stop_after)
         while self.iteration < target:
             self.train_iteration()
             if self._evaluates_now():
-                with fsdp.gathered(self.model):
-                    pass
-                barrier(self.world)
+                self._wait_for_evaluation(True)
             if self._saves_now():
                 self.save()
-        if self._evaluates_last():
+        self._wait_for_evaluation(self._evaluates_last())  # rank 0's final evaluation
+        return {}
+
+    def _wait_for_evaluation(self, evaluates: bool) -> None:
+        """A rank > 0 while rank 0 evaluates (``evaluates``) or not: take part in gathering a sharded
+        model's weights for it, then wait at the barrier that follows it on rank 0."""
+        if evaluates:
             with fsdp.gathered(self.model):
                 pass
-        barrier(self.world)  # rank 0's final evaluation
-        return {}
+        barrier(self.world)
 
 
 def rollout_settings(cfg: TrainConfig, temperature: float | None = None) -> RolloutSettings:
