@@ -207,6 +207,8 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
             model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP),
             analyzer: str = typer.Option("oracle", "--analyzer", help="oracle | api | self"),
             tasks: int = typer.Option(180, "--tasks", help="train tasks to play"),
+            skip_tasks: int = typer.Option(0, "--skip-tasks", help="start after this many train tasks (e.g. the "
+                                           "warm start's demonstration tasks, which it plays far better than RL's)"),
             rollouts: int = typer.Option(8, "--rollouts", help="rollouts per task"),
             temperature: Optional[float] = typer.Option(None, "--temperature", help="sampling temperature of the "
                                                         "played trajectories (default: the config's RL rollout "
@@ -225,6 +227,8 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
         for flag, value in (("--tasks", tasks), ("--rollouts", rollouts), ("--max-target-tokens", max_target_tokens)):
             if value is not None and value < 1:
                 raise SeedRLError(f"{flag} must be at least 1, got {value}")
+        if skip_tasks < 0:
+            raise SeedRLError(f"--skip-tasks must be 0 or more, got {skip_tasks}")
         if temperature is not None and temperature <= 0:
             raise SeedRLError(f"--temperature must be > 0 (the trajectories are sampled), got {temperature}")
         if out.is_dir():
@@ -234,7 +238,7 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
         from seedrl.train.stage1 import run_analyze  # torch: after the cheap checks
 
         s = run_analyze(cfg, out, tasks, rollouts, temperature, min_failure_frac=min_failure_frac,
-                        max_target_tokens=max_target_tokens)
+                        max_target_tokens=max_target_tokens, skip_tasks=skip_tasks)
         if not s["kept"]:
             raise SeedRLError(_why_none_kept(s, out))
     except SeedRLError as exc:

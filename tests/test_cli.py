@@ -139,6 +139,18 @@ def test_analyze_with_the_oracle_writes_sft_pairs_with_provenance(tmp_path):
         assert row["provenance"]["analyzer"] == "oracle" and row["provenance"]["panel_hash"]
     meta = json.loads((tmp_path / "stage1.jsonl.meta.json").read_text())
     assert meta["kept"] == 4 and meta["trajectories"] == 4
+    from seedrl.envs.panels import build_panel
+
+    train = build_panel("sokoban", "train").task_ids
+    assert {r["task_id"] for r in rows} == set(train[:2])
+    r = runner.invoke(app, ["analyze", "--env", "sokoban", "--model", "tiny-micro", "--tasks", "2", "--rollouts", "1",
+                            "--skip-tasks", "3", "--out", str(out), "--set", "env.max_steps=3",
+                            "--set", "rollout.max_new_tokens=8", "--set", "skills.max_new_tokens=400"])
+    assert r.exit_code == 0, r.output
+    assert [json.loads(x)["task_id"] for x in out.read_text().splitlines()] == list(train[3:5])  # after the skipped
+    r = runner.invoke(app, ["analyze", "--env", "sokoban", "--model", "tiny-micro", "--skip-tasks", str(len(train)),
+                            "--out", str(out)])
+    one_line_error(r, f"--skip-tasks {len(train)} leaves no task")
 
 
 @pytest.mark.slow

@@ -13,7 +13,7 @@ the long analysis answers.
 from __future__ import annotations
 
 from seedrl.models.precision import autocast
-from seedrl.rollout.backends import GenerationBackend, SamplingParams
+from seedrl.rollout.backends import Generation, GenerationBackend, SamplingParams
 from seedrl.rollout.runner import encode_messages
 from seedrl.rollout.types import Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
@@ -47,25 +47,28 @@ class SelfAnalyzer:
         return autocast(_device_type(self.backend), self.bf16)
 
     def analyze(self, trajectories: list[Trajectory]) -> list[AnalysisResult]:
-        prompts = []
-        for t in trajectories:
-            msgs = analysis_messages(t, self.max_obs_chars, self.step_skills, self.max_step_skills)
-            ids = encode_messages(self.tokenizer, msgs)
-            prompts.append(ids[-self.max_prompt_tokens:])  # keep the end: the outcome and the request
+        msgs = [analysis_messages(t, self.max_obs_chars, self.step_skills, self.max_step_skills) for t in trajectories]
+        keep_steps = self.max_step_skills if self.step_skills else 0
+        results: list[AnalysisResult] = []
+        for t, (p, g) in zip(trajectories, self.answer(msgs)):
+            parsed = parse_skill(g.text, self.min_words, max_step_skills=keep_steps)
+            steps = {i: s for i, s in parsed.step_skills.items() if i < len(t.steps)}
+            results.append(AnalysisResult(traj_id=t.traj_id, skill=parsed.skill, summary=parsed.summary,
+                                          raw=g.text, error=parsed.error, prompt_tokens=len(p),
+                                          completion_tokens=len(g.token_ids), step_skills=steps))
+        return results
+
+    def answer(self, messages: list[list[dict[str, str]]]) -> list[tuple[list[int], Generation]]:
+        """The greedy answers to analysis prompts (chat messages), each with its prompt's token ids."""
+        # a long prompt keeps its end: the outcome and the request
+        prompts = [encode_messages(self.tokenizer, m)[-self.max_prompt_tokens:] for m in messages]
         # The skill JSON ends with '"}' (with step skills: ']}'): stopping there saves generating to
         # max_new_tokens when the model does not emit EOS (a Stage-1 SFT target ends at the closing
         # brace). '"}' would cut a step_skills list after its first entry, hence the other stop.
         params = SamplingParams(max_new_tokens=self.max_new_tokens, greedy=True,
                                 stop=[']}'] if self.step_skills else ['"}'])
-        keep_steps = self.max_step_skills if self.step_skills else 0
-        results: list[AnalysisResult] = []
+        gens: list[Generation] = []
         for start in range(0, len(prompts), self.batch_size):
             with self._precision():
-                gens = self.backend.generate(prompts[start:start + self.batch_size], params, seed=self.seed)
-            for t, p, g in zip(trajectories[start:start + self.batch_size], prompts[start:], gens):
-                parsed = parse_skill(g.text, self.min_words, max_step_skills=keep_steps)
-                steps = {i: s for i, s in parsed.step_skills.items() if i < len(t.steps)}
-                results.append(AnalysisResult(traj_id=t.traj_id, skill=parsed.skill, summary=parsed.summary,
-                                              raw=g.text, error=parsed.error, prompt_tokens=len(p),
-                                              completion_tokens=len(g.token_ids), step_skills=steps))
-        return results
+                gens += self.backend.generate(prompts[start:start + self.batch_size], params, seed=self.seed)
+        return list(zip(prompts, gens))
