@@ -13,7 +13,8 @@ a ``seedrl analyze`` JSONL (oracle-labelled trajectories it did not train on, e.
 greedily, exactly as SEED's self-analyzer does, and the same counts are printed, with the mean
 teacher-forced NLL per token of the oracle's answers (a high NLL on training rows too = underfitted) and,
 where the oracle's skill says where an object was (alfworld: "was in drawer 3"), how often the parsed
-self-skill names the same place (a parsable skill can still be wrong):
+self-skill names the same place (a parsable skill can still be wrong), and how many failed attempts
+ever reached that place (if they did not, only the privileged oracle can know it):
 
     python benchmarks/skill_parse.py --model runs/alfworld_gen_literate_stage1b/model \
         --heldout runs/heldout/valid_seen.jsonl --config configs/alfworld_gen_literate_seed.yaml --n 60
@@ -84,12 +85,22 @@ def heldout_rows(model: str, data: Path, config: Path | None, n: int, threads: i
         with torch.no_grad(), autocast(net.device.type, bf16):
             logp, _ = forward_logprobs(net, b, bf16=bf16)
         out.append({"success": r["success"], "skill": parsed.skill, "error": parsed.error, "raw": gen.text,
-                    "oracle": parse_skill(r["response"]).skill,
+                    "oracle": parse_skill(r["response"]).skill, "reached": reached(r),
                     "nll": float(-(logp * b.response_mask).sum() / b.response_mask.sum())})
     return out
 
 
 _PLACE = re.compile(r"was in ([a-z]+ \d+)")
+
+
+def reached(row: dict) -> bool | None:
+    """Did the attempt reach the place the oracle's skill names (an "arrive at", "open the" or "On the"
+    line for it in the analysis prompt)? None when the oracle names no place."""
+    places = _PLACE.findall(row["response"])
+    if not places:
+        return None
+    text = row["messages"][-1]["content"]
+    return any(f"{w} {places[0]}" in text for w in ("arrive at", "open the", "On the"))
 
 
 def same_place(rows: list[dict]) -> tuple[int, int]:
@@ -124,10 +135,13 @@ def main() -> None:
         nll = {k: sum(r["nll"] for r in rows if bool(r["success"]) is w) / max(1, sum(bool(r["success"]) is w
                                                                                        for r in rows))
                for k, w in (("success", True), ("failure", False))}
-        hit, n = same_place(rows)
+        place = "{}/{}".format(*same_place(rows))
+        place_failures = "{}/{}".format(*same_place([r for r in rows if not r["success"]]))
         print(f"{a.model} on {a.heldout}: {_fmt(parse_stats(rows))}; "
               f"oracle-answer NLL/token success {nll['success']:.3f}, failure {nll['failure']:.3f}; "
-              f"same place as the oracle's skill {hit}/{n}")
+              f"same place as the oracle's skill {place} (failures {place_failures}); failed attempts that "
+              f"reached the oracle's place {sum(r['reached'] is True for r in rows if not r['success'])}/"
+              f"{sum(r['reached'] is not None for r in rows if not r['success'])}")
         return
     if not a.runs:
         ap.error("give run folders, or --model with --heldout")
