@@ -9,15 +9,15 @@ outcome mix it learnt from with the one it meets during RL.
     python benchmarks/skill_parse.py runs/compare/alfworld_gen/seed-seed* --stage1 runs/alfworld_stage1/data.jsonl
 
 With ``--model`` it checks a self-analyzer *before* any RL: the model answers the analysis prompts of
-a ``seedrl analyze`` JSONL (oracle-labelled trajectories it did not train on, e.g. another panel's)
-greedily, exactly as SEED's self-analyzer does, and the same counts are printed, with the mean
+a ``seedrl analyze`` JSONL (``--prompts``: oracle-labelled trajectories it did not train on, e.g. another
+panel's, or its own Stage-1 rows) greedily, exactly as SEED's self-analyzer does, and the same counts are printed, with the mean
 teacher-forced NLL per token of the oracle's answers (a high NLL on training rows too = underfitted) and,
 where the oracle's skill says where an object was (alfworld: "was in drawer 3"), how often the parsed
 self-skill names the same place (a parsable skill can still be wrong), and how many failed attempts
 ever reached that place (if they did not, only the privileged oracle can know it):
 
     python benchmarks/skill_parse.py --model runs/alfworld_gen_literate_stage1b/model \
-        --heldout runs/heldout/valid_seen.jsonl --config configs/alfworld_gen_literate_seed.yaml --n 60
+        --prompts runs/heldout/valid_seen.jsonl --config configs/alfworld_gen_literate_seed.yaml --n 60
 """
 
 from __future__ import annotations
@@ -51,16 +51,16 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
-def heldout_rows(model: str, data: Path, config: Path | None, n: int, threads: int) -> list[dict]:
-    """skills.jsonl-like rows (success, skill, error, nll) of ``model`` answering the first ``n`` analysis
-    prompts of ``data`` (half failures where there are enough), with the run's skills settings."""
+def answer_rows(model: str, data: Path, config: Path | None, n: int, threads: int) -> list[dict]:
+    """skills.jsonl-like rows (success, skill, error, nll, ...) of ``model`` answering the first ``n``
+    analysis prompts of ``data`` (half failures where there are enough), with the run's skills settings."""
     import torch
 
     from seedrl.config import TrainConfig, load_config
     from seedrl.methods.sources import make_analyzer
     from seedrl.models.loading import load_model, load_tokenizer
-    from seedrl.models.precision import autocast, resolve_precision
-    from seedrl.models.scoring import forward_logprobs, pack
+    from seedrl.models.precision import resolve_precision
+    from seedrl.models.scoring import batched_logprobs
     from seedrl.rollout.backends import make_backend
     from seedrl.skills.parsing import parse_skill
     from seedrl.train.sft import read_jsonl
@@ -75,18 +75,15 @@ def heldout_rows(model: str, data: Path, config: Path | None, n: int, threads: i
     rows = read_jsonl(data)
     failures = [r for r in rows if not r["success"]][:n // 2]
     rows = failures + [r for r in rows if r["success"]][:n - len(failures)]
-    answers = analyzer.answer([r["messages"] for r in rows])
+    prompts, gens = zip(*analyzer.answer([r["messages"] for r in rows]))
+    targets = [tok(r["response"], add_special_tokens=False)["input_ids"] for r in rows]
+    logps = batched_logprobs(net, prompts, targets, tok.pad_token_id, micro_batch_size=8, bf16=bf16)
     out = []
-    net.eval()
-    for r, (prompt, gen) in zip(rows, answers):
+    for r, gen, lp in zip(rows, gens, logps):
         parsed = parse_skill(gen.text, cfg.skills.min_words)
-        target = tok(r["response"], add_special_tokens=False)["input_ids"]
-        b = pack([prompt], [target], tok.pad_token_id, net.device)
-        with torch.no_grad(), autocast(net.device.type, bf16):
-            logp, _ = forward_logprobs(net, b, bf16=bf16)
         out.append({"success": r["success"], "skill": parsed.skill, "error": parsed.error, "raw": gen.text,
                     "oracle": parse_skill(r["response"]).skill, "reached": reached(r),
-                    "nll": float(-(logp * b.response_mask).sum() / b.response_mask.sum())})
+                    "nll": float(-lp.mean())})
     return out
 
 
@@ -119,17 +116,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="*", type=Path, help="run folders holding skills.jsonl")
     ap.add_argument("--stage1", type=Path, help="the Stage-1 SFT JSONL (from `seedrl analyze`)")
-    ap.add_argument("--model", help="check this model's greedy self-analysis on --heldout instead of runs")
-    ap.add_argument("--heldout", type=Path, help="`seedrl analyze` JSONL whose prompts the model answers")
+    ap.add_argument("--model", help="check this model's greedy self-analysis on --prompts instead of runs")
+    ap.add_argument("--prompts", type=Path, help="`seedrl analyze` JSONL whose prompts the model answers")
     ap.add_argument("--config", type=Path, help="preset giving the skills.* settings (as in the SEED run)")
     ap.add_argument("--n", type=int, default=60, help="prompts to answer, half of them failures")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", type=Path, help="write the held-out rows (with raw answers) here as JSONL")
+    ap.add_argument("--out", type=Path, help="write the answered rows (with raw answers) here as JSONL")
     a = ap.parse_args()
     if a.model:
-        if not a.heldout:
-            ap.error("--model needs --heldout")
-        rows = heldout_rows(a.model, a.heldout, a.config, a.n, a.threads)
+        if not a.prompts:
+            ap.error("--model needs --prompts")
+        rows = answer_rows(a.model, a.prompts, a.config, a.n, a.threads)
         if a.out:
             a.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
         nll = {k: sum(r["nll"] for r in rows if bool(r["success"]) is w) / max(1, sum(bool(r["success"]) is w
@@ -137,14 +134,14 @@ def main() -> None:
                for k, w in (("success", True), ("failure", False))}
         place = "{}/{}".format(*same_place(rows))
         place_failures = "{}/{}".format(*same_place([r for r in rows if not r["success"]]))
-        print(f"{a.model} on {a.heldout}: {_fmt(parse_stats(rows))}; "
+        print(f"{a.model} on {a.prompts}: {_fmt(parse_stats(rows))}; "
               f"oracle-answer NLL/token success {nll['success']:.3f}, failure {nll['failure']:.3f}; "
               f"same place as the oracle's skill {place} (failures {place_failures}); failed attempts that "
               f"reached the oracle's place {sum(r['reached'] is True for r in rows if not r['success'])}/"
               f"{sum(r['reached'] is not None for r in rows if not r['success'])}")
         return
     if not a.runs:
-        ap.error("give run folders, or --model with --heldout")
+        ap.error("give run folders, or --model with --prompts")
     every: list[dict] = []
     for run in a.runs:
         rows = _jsonl(run / "skills.jsonl")
