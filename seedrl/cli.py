@@ -463,6 +463,8 @@ def compare(config: Optional[Path] = typer.Option(None, "--config", "-c", help="
                                                        "default valid_seen and valid_unseen)"),
             tag: str = typer.Option("", "--tag", help="variant label: cells are named <algo>+<tag> (e.g. --tag "
                                     "oracle with --set skills.analyzer=oracle) and share the results folder"),
+            efficiency_split: Optional[str] = typer.Option(None, "--efficiency-split", help="the panel of the "
+                                                           "sample-efficiency table (default valid_unseen)"),
             report_only: bool = typer.Option(False, "--report-only", help="only render the report from the "
                                              "stored cells"),
             set_: Optional[list[str]] = typer.Option(None, "--set", help=SET_HELP),
@@ -492,14 +494,16 @@ def compare(config: Optional[Path] = typer.Option(None, "--config", "-c", help="
         runs = runs_dir or Path("runs/compare") / out.name
         if report_only:
             argv = ["seedrl", "compare", "--report-only", "--out", str(out)]
+            argv += ["--efficiency-split", efficiency_split] if efficiency_split else []
         else:
             argv = ["seedrl", "compare"] + (["--env", env] if env and not config else ["--config", str(base)])
             argv += _compare_args(algo_list, seeds, budget_episodes, eval_every, out, runs_dir, splits, set_)
             argv += ["--tag", tag.strip()] if tag.strip() else []
+            argv += ["--efficiency-split", efficiency_split] if efficiency_split else []
         spec = CompareSpec(base_config=base, algos=algo_list, seeds=seed_list, budget_episodes=budget_episodes or 0,
                            eval_every=eval_every or 0, out=out, runs_dir=runs, overrides=list(set_ or []),
                            splits=split_list, command=" ".join(shlex.quote(a) for a in argv),
-                           baseline="grpo", tag=tag.strip())
+                           baseline="grpo", tag=tag.strip(), efficiency_split=efficiency_split)
         run_compare(spec, echo=lambda msg: console.print(msg, markup=False), report_only=report_only)
     except SeedRLError as exc:
         _fail(exc)

@@ -58,6 +58,8 @@ class CompareSpec:
     #: a variant label: this invocation's cells are named ``<algo>+<tag>`` (e.g. ``seed+oracle`` for
     #: ``--set skills.analyzer=oracle``), so variants of a method share one results folder and report
     tag: str = ""
+    #: the panel of the sample-efficiency table (None: valid_unseen, else the last panel)
+    efficiency_split: str | None = None
 
     def label(self, algo: str) -> str:
         return f"{algo}+{self.tag}" if self.tag else algo
@@ -432,6 +434,9 @@ def run_compare(spec: CompareSpec, echo: Callable[[str], None] = print, report_o
         bad = [s for s in spec.splits if s not in valid]
         if bad:
             raise SeedRLError(f"env {cfg0.env.name} has no split {bad[0]!r}; splits: {', '.join(valid)}")
+        if spec.efficiency_split is not None and spec.efficiency_split not in spec.splits:
+            raise SeedRLError(f"--efficiency-split {spec.efficiency_split!r} is not an evaluated panel; panels: "
+                              f"{', '.join(spec.splits)}")
         if spec.eval_every <= 0:
             raise SeedRLError(f"--eval-every must be a positive number of iterations, got {spec.eval_every}")
         total = len(spec.algos) * len(spec.seeds)
@@ -449,6 +454,7 @@ def run_compare(spec: CompareSpec, echo: Callable[[str], None] = print, report_o
     cells = load_cells(spec.out)
     if not cells:
         raise SeedRLError(f"no finished cells under {spec.out / 'cells'}")
-    summary = write_report(cells, spec.out, baseline=spec.baseline, rendered_by=spec.command)
+    summary = write_report(cells, spec.out, baseline=spec.baseline, rendered_by=spec.command,
+                           efficiency_split=spec.efficiency_split)
     echo(f"report: {spec.out / 'report.md'}, {spec.out / 'curves.png'}, {spec.out / 'summary.json'}")
     return summary

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from seedrl.errors import SeedRLError
 from seedrl.experiments.stats import (
     N_BOOT,
     bootstrap_ci,
@@ -69,13 +70,17 @@ def _paired_note(s: dict[str, Any]) -> str:
     return ""
 
 
-def summarize(cells: list[dict[str, Any]], baseline: str = "grpo") -> dict[str, Any]:
-    """Everything the report shows, from the cell JSONs of one comparison."""
+def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
+              efficiency_split: str | None = None) -> dict[str, Any]:
+    """Everything the report shows, from the cell JSONs of one comparison. ``efficiency_split``: the panel
+    of the sample-efficiency table (default valid_unseen, else the last panel)."""
     methods = _distinct(c["algo"] for c in sorted(cells, key=lambda c: (c["algo"] != baseline, c["algo"])))
     by = {m: sorted((c for c in cells if c["algo"] == m), key=lambda c: c["seed"]) for m in methods}
     splits = list(cells[0]["splits"])
     sel = cells[0].get("selected_on", splits[0])
-    target = "valid_unseen" if "valid_unseen" in splits else splits[-1]
+    target = efficiency_split or ("valid_unseen" if "valid_unseen" in splits else splits[-1])
+    if target not in splits:
+        raise SeedRLError(f"--efficiency-split {target!r} is not a panel of these cells; panels: {', '.join(splits)}")
     s: dict[str, Any] = {"baseline": baseline if baseline in methods else None, "methods": methods, "splits": splits,
                          "selected_on": sel, "efficiency_split": target, "bootstrap": {"resamples": N_BOOT, "seed": 0}}
     s["header"] = {
@@ -125,7 +130,7 @@ def summarize(cells: list[dict[str, Any]], baseline: str = "grpo") -> dict[str, 
                     pts.setdefault(p["episodes"], []).append(p["panels"][sp]["success"])
                     its[p["episodes"]] = p["iteration"]
             s["curves"][m][sp] = [{"episodes": e, "iteration": its[e], **_ci(v)} for e, v in sorted(pts.items())]
-    # sample efficiency: episodes to reach the baseline's final success on the unseen panel
+    # sample efficiency: episodes to reach the baseline's final success on the target panel
     eff: dict[str, Any] = {"split": target, "threshold": None, "methods": {}}
     if s["baseline"]:
         thr = s["final"][baseline][target]["mean"]
@@ -359,11 +364,11 @@ def plot_curves(s: dict[str, Any], path: Path) -> None:
 
 
 def write_report(cells: list[dict[str, Any]], out: Path, baseline: str = "grpo",
-                 rendered_by: str | None = None) -> dict[str, Any]:
+                 rendered_by: str | None = None, efficiency_split: str | None = None) -> dict[str, Any]:
     """summary.json, report.md and curves.png under ``out``, all from ``cells`` (plus ``out/notes.md``,
     if present, at the end of report.md)."""
     out.mkdir(parents=True, exist_ok=True)
-    s = summarize(cells, baseline)
+    s = summarize(cells, baseline, efficiency_split)
     s["header"]["rendered_by"] = rendered_by
     (out / "summary.json").write_text(json.dumps(s, indent=1))
     (out / "report.md").write_text(render_markdown(s, read_notes(out)))

@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from seedrl.cli import app
+from seedrl.errors import SeedRLError
 from seedrl.experiments.stats import (
     bootstrap_ci,
     efficiency_ratio,
@@ -109,6 +110,23 @@ def test_report_rendered_from_the_stored_fixture_shows_its_numbers(tmp_path):
     for needle in ("--budget-episodes 128", "abc1234", "seenhash", "unseenhash", "trainhash", "shared0",
                    "grpo: 0, 1, 2", "Linux-test, 2 CPUs"):
         assert needle in md, needle
+
+
+def test_sample_efficiency_on_a_chosen_panel():
+    """--efficiency-split valid_seen: the threshold is the baseline's final success on *that* panel and
+    every method's mean curve on it is searched; a panel the cells lack is refused, naming the panels."""
+    from seedrl.experiments.compare import load_cells
+    from seedrl.experiments.report import summarize
+
+    cells = load_cells(FIXTURE)
+    assert summarize(cells, baseline="seed")["efficiency"]["threshold"] == pytest.approx(2 / 3)  # valid_unseen
+    eff = summarize(cells, baseline="seed", efficiency_split="valid_seen")["efficiency"]
+    # seed's final valid_seen 0.75, 0.75, 1.0 -> 0.833; its mean curve 0.5, 0.833, 0.833 reaches it at 64;
+    # grpo's 0.5, 0.583, 0.5 never does
+    assert eff["split"] == "valid_seen" and eff["threshold"] == pytest.approx(5 / 6)
+    assert eff["methods"]["seed"]["episodes"] == 64 and eff["methods"]["grpo"]["episodes"] is None
+    with pytest.raises(SeedRLError, match="valid_seen, valid_unseen"):
+        summarize(cells, efficiency_split="test")
 
 
 def test_hand_written_notes_close_the_report(tmp_path):
@@ -216,6 +234,9 @@ def test_compare_budget_must_fill_whole_iterations(tmp_path):
     r = runner.invoke(app, ["compare", "--env", "nope", "--budget-episodes", "8", "--eval-every", "1",
                             "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "sokoban_grpo.yaml" in r.output
+    # a sample-efficiency panel that is not evaluated is refused before any cell runs
+    r = _compare(tmp_path / "y", "--efficiency-split", "train")
+    assert r.exit_code == 2 and "'train' is not an evaluated panel" in r.output and not (tmp_path / "y" / "runs").exists()
 
 
 # ------------------------------------------------------------------------------------ env workers
