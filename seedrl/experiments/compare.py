@@ -454,7 +454,8 @@ def run_compare(spec: CompareSpec, echo: Callable[[str], None] = print, report_o
     cells = load_cells(spec.out)
     if not cells:
         raise SeedRLError(f"no finished cells under {spec.out / 'cells'}")
-    summary = write_report(cells, spec.out, baseline=spec.baseline, rendered_by=spec.command,
-                           efficiency_split=spec.efficiency_split)
+    stored = spec.out / "summary.json"  # a re-render keeps the folder's efficiency panel unless told otherwise
+    split = spec.efficiency_split or (json.loads(stored.read_text()).get("efficiency_split") if stored.exists() else None)
+    summary = write_report(cells, spec.out, baseline=spec.baseline, rendered_by=spec.command, efficiency_split=split)
     echo(f"report: {spec.out / 'report.md'}, {spec.out / 'curves.png'}, {spec.out / 'summary.json'}")
     return summary

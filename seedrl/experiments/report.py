@@ -42,23 +42,49 @@ def _distinct(values) -> list:
     return out
 
 
+def _panel_at(cell: dict[str, Any], split: str, iteration: int) -> dict[str, Any] | None:
+    point = next((p for p in cell["curve"] if p["iteration"] == iteration), None)
+    return point["panels"][split] if point else None
+
+
 def _outcomes(cell: dict[str, Any], kind: str, split: str) -> str | None:
     it = cell["curve"][-1]["iteration"] if kind == "final" else cell["best"]["iteration"]
-    point = next((p for p in cell["curve"] if p["iteration"] == it), None)
-    return point["panels"][split].get("won") if point else None
+    panel = _panel_at(cell, split, it)
+    return panel.get("won") if panel else None
+
+
+def _paired_outcomes(a_won: dict[int, str | None], b_won: dict[int, str | None], a_success: dict[int, float],
+                     b_success: dict[int, float]) -> dict[str, Any]:
+    """Paired difference a - b: the hierarchical seeds x tasks bootstrap where both sides of every common
+    seed recorded per-task outcomes, else the bootstrap over seeds alone (which ignores the panel's
+    evaluation noise)."""
+    common = set(a_won) & set(b_won)
+    if common and all(a_won[k] and b_won[k] and len(a_won[k]) == len(b_won[k]) for k in common):
+        return paired_task_bootstrap({k: a_won[k] for k in common}, {k: b_won[k] for k in common})
+    return paired_difference_ci(a_success, b_success) | {"method": "seeds"}
 
 
 def _paired(by: dict[str, list[dict[str, Any]]], kind: str, m: str, base: str, split: str,
             per_seed: dict[str, Any]) -> dict[str, Any]:
-    """Paired difference to the baseline: the hierarchical seeds x tasks bootstrap where every cell
-    recorded its per-task outcomes, else the bootstrap over seeds alone (which ignores the panel's
-    evaluation noise)."""
-    a = {c["seed"]: _outcomes(c, kind, split) for c in by[m]}
-    b = {c["seed"]: _outcomes(c, kind, split) for c in by[base]}
+    """Paired difference of method ``m`` to the baseline at its final or best checkpoint."""
+    return _paired_outcomes({c["seed"]: _outcomes(c, kind, split) for c in by[m]},
+                            {c["seed"]: _outcomes(c, kind, split) for c in by[base]},
+                            per_seed[kind][m][split], per_seed[kind][base][split])
+
+
+def _paired_at(a_cells: list[dict[str, Any]], b_cells: list[dict[str, Any]], split: str, a_it: int | None,
+               b_it: int | None) -> dict[str, Any] | None:
+    """Paired difference between two evaluation points of the same seeds: ``a_cells`` at iteration
+    ``a_it`` minus ``b_cells`` at ``b_it`` (None: each cell's last). None where a seed lacks the point."""
+    def points(cells: list[dict[str, Any]], it: int | None) -> dict[int, dict[str, Any] | None]:
+        return {c["seed"]: _panel_at(c, split, c["curve"][-1]["iteration"] if it is None else it) for c in cells}
+
+    a, b = points(a_cells, a_it), points(b_cells, b_it)
     common = set(a) & set(b)
-    if common and all(a[k] and b[k] and len(a[k]) == len(b[k]) for k in common):
-        return paired_task_bootstrap({k: a[k] for k in common}, {k: b[k] for k in common})
-    return paired_difference_ci(per_seed[kind][m][split], per_seed[kind][base][split]) | {"method": "seeds"}
+    if not common or any(a[k] is None or b[k] is None for k in common):
+        return None
+    return _paired_outcomes({k: a[k].get("won") for k in common}, {k: b[k].get("won") for k in common},
+                            {k: a[k]["success"] for k in common}, {k: b[k]["success"] for k in common})
 
 
 def _paired_note(s: dict[str, Any]) -> str:
@@ -118,6 +144,9 @@ def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
             s["paired"][kind] = {
                 m: {sp: _json_keys(_paired(by, kind, m, baseline, sp, per_seed)) for sp in splits}
                 for m in methods if m != baseline}
+    # what RL changed: each method's final checkpoint against its own iteration-0 policy, same seeds
+    s["learning"] = {m: {sp: _json_keys(d) for sp in splits if (d := _paired_at(by[m], by[m], sp, None, 0))}
+                     for m in methods}
     # learning curves: mean over seeds with a bootstrap band at every evaluation point
     s["curves"] = {}
     for m in methods:
@@ -142,6 +171,11 @@ def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
             ep = episodes_to_threshold([(x, y) for x, y, _ in curves[m]], thr)
             eff["methods"][m] = {"episodes": ep, "ratio_to_baseline": efficiency_ratio(ep, base_ep),
                                  "budget": max(x for x, _, _ in curves[m])}
+        # the same question with intervals: the paired difference to the baseline at every evaluation point
+        episodes = {p["iteration"]: p["episodes"] for c in cells for p in c["curve"]}
+        eff["paired_at"] = {m: [{"iteration": it, "episodes": episodes[it], **_json_keys(d)} for it in sorted(episodes)
+                                if (d := _paired_at(by[m], by[baseline], target, it, it)) is not None]
+                            for m in methods if m != baseline}
     s["efficiency"] = eff
     # cost
     s["cost"] = {}
@@ -179,6 +213,13 @@ def findings(s: dict[str, Any]) -> list[str]:
         return [f"Only {base} cells: nothing to compare yet."]
     if not base:
         return ["No baseline cells: paired differences and sample efficiency are not computed."]
+    for sp, d in s["learning"].get(base, {}).items():
+        lo, hi = d["ci95"]
+        if d["n_seeds"] >= 2:
+            verdict = (f"{'raised' if d['mean'] > 0 else 'lowered'} it by {d['mean']:+.3f} (paired 95% CI" if d["significant"]
+                       else f"no significant change ({d['mean']:+.3f}, paired 95% CI")
+            out.append(f"{base}'s training, final vs its iteration-0 policy on {sp}: {verdict} [{lo:+.3f}, {hi:+.3f}] "
+                       f"over {d['n_seeds']} seeds).")
     for m, by_split in s["paired"].get("final", {}).items():
         for sp, d in by_split.items():
             lo, hi = d["ci95"]
@@ -206,6 +247,12 @@ def findings(s: dict[str, Any]) -> list[str]:
 # ---------------------------------------------------------------------------------------- markdown
 def _f(x: float | None, nd: int = 3) -> str:
     return "–" if x is None else f"{x:.{nd}f}"
+
+
+def _dci(d: dict[str, Any]) -> str:
+    """A paired difference with its CI and verdict."""
+    tag = "significant" if d["significant"] else "not significant"
+    return f"{d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] ({tag})"
 
 
 def _secs(x: float) -> str:
@@ -269,13 +316,15 @@ def render_markdown(s: dict[str, Any], notes: str | None = None) -> str:
             L += [f"Paired per-seed difference to {base} ({kind}):", ""]
             rows = []
             for m, by_split in s["paired"][kind].items():
-                cells = []
-                for sp in sp_all:
-                    d = by_split[sp]
-                    tag = "significant" if d["significant"] else "not significant"
-                    cells.append(f"{d['mean']:+.3f} [{d['ci95'][0]:+.3f}, {d['ci95'][1]:+.3f}] ({tag})")
-                rows.append([f"{m} - {base}", *cells])
+                rows.append([f"{m} - {base}", *[_dci(by_split[sp]) for sp in sp_all]])
             L += [_table(["difference", *sp_all], rows), ""]
+    if any(s["learning"].values()):
+        L += ["## What training changed (final - iteration 0)", "",
+              "Each method's final checkpoint against its own iteration-0 policy (the same initial model for "
+              "all), paired on seeds and, where recorded, on the panel's tasks.", ""]
+        rows = [[m, *[_dci(s["learning"][m][sp]) if sp in s["learning"][m] else "–" for sp in sp_all]]
+                for m in s["methods"]]
+        L += [_table(["method", *sp_all], rows), ""]
     eff = s["efficiency"]
     if eff["threshold"] is not None:
         L += ["## Sample efficiency", "",
@@ -288,6 +337,15 @@ def render_markdown(s: dict[str, Any], notes: str | None = None) -> str:
         L += [_table(["method", "episodes to threshold", f"ratio to {base}"], rows), "",
               f"No ratio (–) where a method never reached the threshold or {base} met it at 0 episodes "
               "(the initial policy); these are point estimates on mean curves, without CIs.", ""]
+        paired_at = {m: pts for m, pts in eff.get("paired_at", {}).items() if pts}
+        if paired_at:
+            eps = [p["episodes"] for p in next(iter(paired_at.values()))]
+            L += [f"The same question with intervals: paired difference to {base} on {eff['split']} at each "
+                  "evaluation point (episodes).", ""]
+            rows = [[f"{m} - {base}", *[_dci(p) for p in pts]] for m, pts in paired_at.items()]
+            L += [_table(["difference \\ episodes", *map(str, eps)], rows), "",
+                  f"Each point is its own test: with {len(eps) - 1} points after the start, one interval that "
+                  "excludes 0 is weaker evidence than it looks.", ""]
     L += ["## Cost", "", "Mean per cell: wall time (with its CI over seeds), time per stage (s), tokens generated "
           "(rollout responses; analysis completions).", ""]
     stages = _distinct(k for m in s["methods"] for k in s["cost"][m]["stage_s"])

@@ -103,6 +103,12 @@ def test_report_rendered_from_the_stored_fixture_shows_its_numbers(tmp_path):
     # seed's 0.25, 0.583 -> 64 (ratio 0.5); grpo_opsd flat at 0.25 -> not reached
     assert "| grpo | 128 | 1.00 |" in md and "| seed | 64 | 0.50 |" in md and "| grpo_opsd | not reached | – |" in md
     assert s["efficiency"]["threshold"] == 0.5
+    # the same question with intervals, point by point (seed - grpo on valid_unseen: 0, +1/6, +1/6)
+    assert ("| seed - grpo | +0.000 [+0.000, +0.000] (not significant) | +0.167 [+0.000, +0.250] (not significant) "
+            "| +0.167 [+0.000, +0.250] (not significant) |") in md
+    # what training changed, each method against its own iteration 0: seed's valid_seen 0.25, 0.25, 0.5
+    assert "| seed | +0.333 [+0.250, +0.500] (significant) | +0.417 [+0.250, +0.500] (significant) |" in md
+    assert "grpo's training, final vs its iteration-0 policy on valid_unseen: no significant change (+0.250" in md
     # cost and diagnostics
     assert "| grpo | 110 [100, 120] | 40.0 | 10.0 | 30.0 | 20.0 | 0.0 | 0.0 | 1000 | 0 | 1000 |" in md
     assert "0.800 [0.700, 0.900]" in md  # seed's parse rate
@@ -129,6 +135,35 @@ def test_sample_efficiency_on_a_chosen_panel():
         summarize(cells, efficiency_split="test")
 
 
+def test_report_only_keeps_the_folders_efficiency_panel(tmp_path):
+    shutil.copytree(FIXTURE / "cells", tmp_path / "cells")
+    r = runner.invoke(app, ["compare", "--report-only", "--out", str(tmp_path), "--efficiency-split", "valid_seen"])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["compare", "--report-only", "--out", str(tmp_path)])  # a plain re-render
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "summary.json").read_text())["efficiency"]["split"] == "valid_seen"
+    assert "reach grpo's final valid_seen success" in (tmp_path / "report.md").read_text()
+
+
+def test_training_gain_pairs_each_cell_with_its_own_initial_policy_on_tasks():
+    """With per-task outcomes, final - iteration 0 is the seeds x tasks bootstrap on the same tasks."""
+    import copy
+
+    from seedrl.experiments.compare import load_cells
+    from seedrl.experiments.report import summarize
+
+    cells = copy.deepcopy(load_cells(FIXTURE))
+    for c in cells:  # 4 tasks: iteration 0 wins tasks 0 and 1; the last point also wins task 2 (grpo only)
+        for p in c["curve"]:
+            last = p is c["curve"][-1]
+            p["panels"]["valid_seen"]["won"] = "1110" if last and c["algo"] == "grpo" else "1100"
+    d = summarize(cells)["learning"]
+    assert d["grpo"]["valid_seen"]["method"] == "seeds x tasks"
+    assert d["grpo"]["valid_seen"]["mean"] == pytest.approx(0.25)
+    assert d["seed"]["valid_seen"]["mean"] == 0.0 and not d["seed"]["valid_seen"]["significant"]
+    assert d["grpo"]["valid_unseen"]["method"] == "seeds"  # no outcomes recorded there: seeds alone
+
+
 def test_hand_written_notes_close_the_report(tmp_path):
     from seedrl.experiments.compare import load_cells
     from seedrl.experiments.report import write_report
@@ -149,8 +184,9 @@ def test_committed_reports_match_the_cells_they_were_rendered_from(tmp_path, res
     from seedrl.experiments.report import read_notes, render_markdown, summarize
 
     committed = (result_dir / "report.md").read_text()
-    s = summarize(load_cells(result_dir), baseline="grpo")
-    s["header"]["rendered_by"] = json.loads((result_dir / "summary.json").read_text())["header"]["rendered_by"]
+    stored = json.loads((result_dir / "summary.json").read_text())
+    s = summarize(load_cells(result_dir), baseline="grpo", efficiency_split=stored["efficiency_split"])
+    s["header"]["rendered_by"] = stored["header"]["rendered_by"]
     assert render_markdown(s, read_notes(result_dir)) == committed
 
 
