@@ -51,9 +51,11 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
-def answer_rows(model: str, data: Path, config: Path | None, n: int, threads: int) -> list[dict]:
+def answer_rows(model: str, data: Path, config: Path | None, n: int, threads: int,
+                overrides: list[str] | tuple[str, ...] = ()) -> list[dict]:
     """skills.jsonl-like rows (success, skill, error, nll, ...) of ``model`` answering the first ``n``
-    analysis prompts of ``data`` (half failures where there are enough), with the run's skills settings."""
+    analysis prompts of ``data`` (half failures where there are enough), with the run's skills settings
+    (``overrides``: ``--set`` of the run, e.g. ``skills.max_new_tokens=320``)."""
     import torch
 
     from seedrl.config import TrainConfig, load_config
@@ -66,7 +68,7 @@ def answer_rows(model: str, data: Path, config: Path | None, n: int, threads: in
     from seedrl.train.sft import read_jsonl
 
     torch.set_num_threads(threads)
-    cfg = load_config(TrainConfig, config, [f"model.name={model}", "skills.analyzer=self"])
+    cfg = load_config(TrainConfig, config, [*overrides, f"model.name={model}", "skills.analyzer=self"])
     bf16 = resolve_precision(cfg.model.precision, cfg.model.device).bf16
     tok = load_tokenizer(model)
     net = load_model(model, cfg.model.dtype, cfg.model.device, None, cfg.model.init_seed, tokenizer=tok)
@@ -121,12 +123,14 @@ def main() -> None:
     ap.add_argument("--config", type=Path, help="preset giving the skills.* settings (as in the SEED run)")
     ap.add_argument("--n", type=int, default=60, help="prompts to answer, half of them failures")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="config override as in the run (repeatable), e.g. skills.max_new_tokens=320")
     ap.add_argument("--out", type=Path, help="write the answered rows (with raw answers) here as JSONL")
     a = ap.parse_args()
     if a.model:
         if not a.prompts:
             ap.error("--model needs --prompts")
-        rows = answer_rows(a.model, a.prompts, a.config, a.n, a.threads)
+        rows = answer_rows(a.model, a.prompts, a.config, a.n, a.threads, a.set)
         if a.out:
             a.out.write_text("".join(json.dumps(r) + "\n" for r in rows))
         nll = {k: sum(r["nll"] for r in rows if bool(r["success"]) is w) / max(1, sum(bool(r["success"]) is w
