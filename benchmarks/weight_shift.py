@@ -1,0 +1,73 @@
+"""How far one method's weights end from another's, against how far training moved them at all.
+
+SEED adds a distillation term to GRPO's loss. When both cells of a comparison share model init, task
+stream and seed, the distance between their checkpoints at the same iteration, set against the
+distance each travelled from the start, says how much the extra term changed the update: near 0 %
+means SEED *is* GRPO at that coefficient, whatever the evaluation says.
+
+    python benchmarks/weight_shift.py --base runs/sokoban_literate_stage1d/model \\
+        runs/compare/sokoban_literate_self3/grpo-seed0 runs/compare/sokoban_literate_self3/seed-seed0
+
+Each run is a run folder (its latest intact checkpoint's model is used), a checkpoint folder or a model
+folder. The first run is the reference; each further run prints ||b - a||, ||a - base||, ||b - base||
+(L2 over all floating-point parameters) and the ratio ||b - a|| / ||a - base||.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+
+def model_file(path: Path) -> Path:
+    """The safetensors file of a run folder (latest checkpoint), checkpoint folder or model folder."""
+    from seedrl.train.checkpoint import latest_checkpoint
+
+    cands = [path / "model", path]
+    if (path / "checkpoints").is_dir() and (ckpt := latest_checkpoint(path / "checkpoints")) is not None:
+        cands.insert(0, ckpt / "model")
+    for cand in cands:
+        f = cand / "model.safetensors"
+        if f.is_file():
+            return f
+    raise SystemExit(f"no model.safetensors under {path} (its latest intact checkpoint, model/, the folder itself)")
+
+
+def l2_distance(a: dict, b: dict) -> float:
+    """L2 norm of ``a - b`` over the floating-point tensors both state dicts hold (same shapes)."""
+    keys = sorted(k for k in a if a[k].is_floating_point())
+    missing = [k for k in keys if k not in b]
+    if missing:
+        raise ValueError(f"state dicts differ: {len(missing)} tensors of the first are missing, e.g. {missing[0]}")
+    total = 0.0
+    for k in keys:
+        if a[k].shape != b[k].shape:
+            raise ValueError(f"{k}: shape {tuple(a[k].shape)} vs {tuple(b[k].shape)}")
+        total += float(((a[k].double() - b[k].double()) ** 2).sum())
+    return math.sqrt(total)
+
+
+def main() -> None:
+    from safetensors.torch import load_file
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", type=Path, required=True, help="the model every run started from")
+    ap.add_argument("runs", type=Path, nargs="+", help="reference run first, then the runs to compare with it")
+    a = ap.parse_args()
+    if len(a.runs) < 2:
+        ap.error("give a reference run and at least one more")
+    base = load_file(model_file(a.base))
+    ref_path, *others = a.runs
+    ref = load_file(model_file(ref_path))
+    moved_ref = l2_distance(ref, base)
+    for other in others:
+        b = load_file(model_file(other))
+        d, moved = l2_distance(b, ref), l2_distance(b, base)
+        ratio = f"{d / moved_ref:.2%}" if moved_ref else "undefined (a did not move)"
+        print(f"{other} vs {ref_path}: ||b-a|| {d:.5f}; ||a-base|| {moved_ref:.5f}; ||b-base|| {moved:.5f}; "
+              f"ratio {ratio}")
+
+
+if __name__ == "__main__":
+    main()
