@@ -20,18 +20,18 @@ import math
 from pathlib import Path
 
 
-def model_file(path: Path) -> Path:
-    """The safetensors file of a run folder (latest checkpoint), checkpoint folder or model folder."""
+def model_file(spec: Path) -> Path:
+    """The safetensors file of a run folder (latest intact checkpoint), checkpoint folder or model folder,
+    resolved as ``seedrl eval --checkpoint`` resolves it."""
+    from seedrl.cli import _resolve_checkpoint
+    from seedrl.config import TrainConfig, load_config
     from seedrl.train.checkpoint import latest_checkpoint
 
-    cands = [path / "model", path]
-    if (path / "checkpoints").is_dir() and (ckpt := latest_checkpoint(path / "checkpoints")) is not None:
-        cands.insert(0, ckpt / "model")
-    for cand in cands:
-        f = cand / "model.safetensors"
-        if f.is_file():
-            return f
-    raise SystemExit(f"no model.safetensors under {path} (its latest intact checkpoint, model/, the folder itself)")
+    path, _ = _resolve_checkpoint(str(spec), latest_checkpoint, load_config, TrainConfig)
+    f = Path(path) / "model.safetensors"
+    if not f.is_file():
+        raise SystemExit(f"no model.safetensors in {path} (resolved from {spec})")
+    return f
 
 
 def l2_distance(a: dict, b: dict) -> float:

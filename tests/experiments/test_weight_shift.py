@@ -32,5 +32,6 @@ def test_model_file_finds_the_weights_of_a_model_folder(tmp_path):
     save_file({"w": torch.ones(2)}, tmp_path / "model" / "model.safetensors")
     assert ws.model_file(tmp_path) == tmp_path / "model" / "model.safetensors"
     assert ws.model_file(tmp_path / "model") == tmp_path / "model" / "model.safetensors"
+    (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match="no model.safetensors"):
         ws.model_file(tmp_path / "empty")
