@@ -23,11 +23,9 @@ from pathlib import Path
 def model_file(spec: Path) -> Path:
     """The safetensors file of a run folder (latest intact checkpoint), checkpoint folder or model folder,
     resolved as ``seedrl eval --checkpoint`` resolves it."""
-    from seedrl.cli import _resolve_checkpoint
-    from seedrl.config import TrainConfig, load_config
-    from seedrl.train.checkpoint import latest_checkpoint
+    from seedrl.train.checkpoint import resolve_checkpoint
 
-    path, _ = _resolve_checkpoint(str(spec), latest_checkpoint, load_config, TrainConfig)
+    path, _ = resolve_checkpoint(str(spec))
     f = Path(path) / "model.safetensors"
     if not f.is_file():
         raise SystemExit(f"no model.safetensors in {path} (resolved from {spec})")

@@ -307,14 +307,14 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
     With --with-skills, the skill-lift diagnostic instead (seedrl/eval/skill_lift.py)."""
     _setup_logging(verbose)
     try:
-        from seedrl.config import RolloutConfig, TrainConfig, load_config
+        from seedrl.config import RolloutConfig, TrainConfig
         from seedrl.envs.panels import build_panel
         from seedrl.eval.evaluate import combine_seeds, evaluate
         from seedrl.models.loading import load_model, load_tokenizer
         from seedrl.models.precision import resolve_precision
         from seedrl.provenance import git_commit
         from seedrl.rollout.backends import backend_options, make_backend
-        from seedrl.train.checkpoint import latest_checkpoint
+        from seedrl.train.checkpoint import resolve_checkpoint
 
         try:
             seed_list = [int(x) for x in seeds.split(",") if x.strip()]
@@ -341,7 +341,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
             if not torch.cuda.is_available():
                 raise SeedRLError(f"--device {device} but CUDA is not available here; use --device cpu")
         split_list = list(dict.fromkeys(splits or ["valid_unseen"]))
-        model_path, run_cfg = _resolve_checkpoint(checkpoint, latest_checkpoint, load_config, TrainConfig)
+        model_path, run_cfg = resolve_checkpoint(checkpoint)
         if run_cfg is None and env is None and not Path(checkpoint).expanduser().exists():
             from seedrl.models.loading import TINY_CONFIGS
 
@@ -518,34 +518,6 @@ def _compare_args(algos, seeds, budget, every, out, runs_dir, splits, sets) -> l
     for item in sets or []:
         argv += ["--set", item]
     return argv
-
-
-def _resolve_checkpoint(spec: str, latest_checkpoint, load_config, TrainConfig):
-    """Map a run folder / checkpoint folder / model folder / name to (model path, run config or None)."""
-    p = Path(spec)
-    run_cfg = None
-    if (p / "checkpoints").is_dir():  # a run folder
-        ck = latest_checkpoint(p / "checkpoints")
-        if ck is None:
-            raise SeedRLError(f"run folder {spec} has no complete checkpoint")
-        run_cfg = load_config(TrainConfig, p / "config.yaml")
-        return str(ck / "model"), run_cfg
-    if (p / "model").is_dir():  # a checkpoint folder, or an SFT run folder (its model/ and config.yaml)
-        cfg_path = p.parent.parent / "config.yaml"
-        if cfg_path.exists():
-            run_cfg = load_config(TrainConfig, cfg_path)
-        elif (p / "config.yaml").exists():
-            from seedrl.config import SFTConfig
-
-            sft = load_config(SFTConfig, p / "config.yaml")
-            run_cfg = TrainConfig(model=sft.model, env=sft.env, eval=sft.eval)
-        return str(p / "model"), run_cfg
-    from seedrl.models.loading import _looks_like_path
-
-    if not p.expanduser().exists() and _looks_like_path(spec):
-        raise SeedRLError(f"checkpoint {spec!r} does not exist (no such folder from {Path.cwd()}); give a run "
-                          f"folder, a checkpoint folder, a model folder, a hub name or a built-in model")
-    return spec, None
 
 
 @app.command()

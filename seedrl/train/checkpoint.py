@@ -370,6 +370,38 @@ def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
 
 
 # ------------------------------------------------------------------------------------ loading
+def resolve_checkpoint(spec: str) -> tuple[str, Any]:
+    """Map what ``seedrl eval --checkpoint`` accepts to ``(model path, run config or None)``.
+
+    A run folder (``checkpoints/`` inside) gives its latest intact checkpoint's ``model/`` and the run's
+    ``config.yaml``; a checkpoint folder gives its ``model/`` and the run's config two levels up; an SFT run
+    folder gives its ``model/`` and a :class:`~seedrl.config.TrainConfig` carrying the SFT config's model, env
+    and eval; anything else (a model folder, a hub name, a built-in tiny model) is returned as is, with
+    ``None``. A spec that looks like a path but does not exist is a :class:`SeedRLError`.
+    """
+    from seedrl.config import SFTConfig, TrainConfig, load_config
+    from seedrl.models.loading import _looks_like_path
+
+    p = Path(spec)
+    if (p / "checkpoints").is_dir():  # a run folder
+        ck = latest_checkpoint(p / "checkpoints")
+        if ck is None:
+            raise SeedRLError(f"run folder {spec} has no complete checkpoint")
+        return str(ck / "model"), load_config(TrainConfig, p / "config.yaml")
+    if (p / "model").is_dir():  # a checkpoint folder, or an SFT run folder (its model/ and config.yaml)
+        run_cfg = None
+        if (p.parent.parent / "config.yaml").exists():
+            run_cfg = load_config(TrainConfig, p.parent.parent / "config.yaml")
+        elif (p / "config.yaml").exists():
+            sft = load_config(SFTConfig, p / "config.yaml")
+            run_cfg = TrainConfig(model=sft.model, env=sft.env, eval=sft.eval)
+        return str(p / "model"), run_cfg
+    if not p.expanduser().exists() and _looks_like_path(spec):
+        raise SeedRLError(f"checkpoint {spec!r} does not exist (no such folder from {Path.cwd()}); give a run "
+                          f"folder, a checkpoint folder, a model folder, a hub name or a built-in model")
+    return spec, None
+
+
 def _numpy_globals() -> list:
     """What the RNG states of pre-manifest checkpoints need: numpy arrays and dtypes, nothing else."""
     try:

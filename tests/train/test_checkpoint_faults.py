@@ -420,3 +420,34 @@ def test_new_run_refuses_a_folder_with_only_damaged_checkpoints(run_copy):
         (run_copy / "checkpoints" / d / "state.json").write_text("{")
     with pytest.raises(SeedRLError, match="--resume"):
         Trainer(cfg(run_copy))
+
+
+# ------------------------------------------------------------------------------ what --checkpoint names
+def test_resolve_checkpoint_maps_run_checkpoint_sft_folders_and_names(run_copy, tmp_path):
+    from seedrl.config import SFTConfig, TrainConfig
+    from seedrl.train.checkpoint import resolve_checkpoint
+
+    ckpts = run_copy / "checkpoints"
+    path, run_cfg = resolve_checkpoint(str(run_copy))  # a run folder: its latest intact checkpoint
+    assert path == str(ckpts / "iter_000002" / "model") and isinstance(run_cfg, TrainConfig)
+    assert run_cfg.run_dir == str(run_copy)
+    (ckpts / "iter_000002" / "model" / "model.safetensors").write_bytes(b"garbage")
+    assert resolve_checkpoint(str(run_copy))[0] == str(ckpts / "iter_000001" / "model")  # as eval reads it
+    path, run_cfg = resolve_checkpoint(str(ckpts / "iter_000001"))  # a checkpoint folder: the run's config
+    assert path == str(ckpts / "iter_000001" / "model") and run_cfg.run_dir == str(run_copy)
+
+    sft = tmp_path / "sft"
+    (sft / "model").mkdir(parents=True)
+    (sft / "config.yaml").write_text(yaml.safe_dump(SFTConfig(run_dir=str(sft), env={"name": "sokoban",
+                                                                                 "max_steps": 7}).model_dump()))
+    path, run_cfg = resolve_checkpoint(str(sft))  # an SFT run folder: its model, env and eval
+    assert path == str(sft / "model") and (run_cfg.env.name, run_cfg.env.max_steps) == ("sokoban", 7)
+
+    assert resolve_checkpoint("tiny-micro") == ("tiny-micro", None)  # a name passes through
+    assert resolve_checkpoint(str(sft / "model")) == (str(sft / "model"), None)  # a bare model folder
+    with pytest.raises(SeedRLError, match="does not exist"):
+        resolve_checkpoint(str(tmp_path / "nope" / "model"))
+    shutil.rmtree(ckpts)
+    ckpts.mkdir()
+    with pytest.raises(SeedRLError, match="no complete checkpoint"):
+        resolve_checkpoint(str(run_copy))
