@@ -2,7 +2,8 @@
 
 Reads the ``skills.jsonl`` every SEED-family run folder writes (one row per analysed trajectory:
 success, parsed skill or parse error) and prints, per run and over all runs: parse rate on
-successful and on failed trajectories, and the most common parse errors. With ``--stage1`` it also
+successful and on failed trajectories, and the most common parse errors, then the same over all runs
+per training iteration. With ``--stage1`` it also
 counts successes and failures in the Stage-1 SFT data the analyzer was trained on, to compare the
 outcome mix it learnt from with the one it meets during RL.
 
@@ -37,6 +38,13 @@ def parse_stats(rows: list[dict]) -> dict:
         out[name] = {"n": len(sub), "parsed": sum(bool(r.get("skill")) for r in sub)}
     out["errors"] = Counter((r.get("error") or "")[:40] for r in rows if not r.get("skill")).most_common(4)
     return out
+
+
+def by_iteration(rows: list[dict]) -> dict[int, dict]:
+    """:func:`parse_stats` of the rows of each training iteration (``skills.jsonl``'s ``iteration``), in
+    order: whether the analyzer starts short of a rate or falls short of it as RL moves the policy."""
+    its = sorted({int(r["iteration"]) for r in rows})
+    return {it: parse_stats([r for r in rows if int(r["iteration"]) == it]) for it in its}
 
 
 def stage1_mix(path: Path) -> dict:
@@ -152,6 +160,9 @@ def main() -> None:
         every += rows
         print(f"{run}: {_fmt(parse_stats(rows))}")
     print(f"all: {_fmt(parse_stats(every))}")
+    print("by iteration (all runs): " + "; ".join(
+        f"{it}: failure {st['failure']['parsed']}/{st['failure']['n']}, success {st['success']['parsed']}/"
+        f"{st['success']['n']}" for it, st in by_iteration(every).items()))
     if a.stage1:
         print(f"stage-1 data {a.stage1}: {stage1_mix(a.stage1)}")
 
