@@ -23,9 +23,13 @@ from pathlib import Path
 def model_file(spec: Path) -> Path:
     """The safetensors file of a run folder (latest intact checkpoint), checkpoint folder or model folder,
     resolved as ``seedrl eval --checkpoint`` resolves it."""
+    from seedrl.errors import SeedRLError
     from seedrl.train.checkpoint import resolve_checkpoint
 
-    path, _ = resolve_checkpoint(str(spec))
+    try:
+        path, _ = resolve_checkpoint(str(spec))
+    except SeedRLError as e:  # a missing folder, a run without an intact checkpoint: one line, no traceback
+        raise SystemExit(str(e)) from None
     f = Path(path) / "model.safetensors"
     if not f.is_file():
         raise SystemExit(f"no model.safetensors in {path} (resolved from {spec})")

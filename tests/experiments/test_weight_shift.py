@@ -35,3 +35,5 @@ def test_model_file_finds_the_weights_of_a_model_folder(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match="no model.safetensors"):
         ws.model_file(tmp_path / "empty")
+    with pytest.raises(SystemExit, match="does not exist"):
+        ws.model_file(tmp_path / "nope" / "model")
