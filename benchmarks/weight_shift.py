@@ -20,9 +20,12 @@ import math
 from pathlib import Path
 
 
-def model_file(spec: Path) -> Path:
-    """The safetensors file of a run folder (latest intact checkpoint), checkpoint folder or model folder,
-    resolved as ``seedrl eval --checkpoint`` resolves it."""
+def model_files(spec: Path) -> list[Path]:
+    """The safetensors file(s) of a run folder (latest intact checkpoint), checkpoint folder or model
+    folder, resolved as ``seedrl eval --checkpoint`` resolves it: ``model.safetensors``, or every shard
+    that ``model.safetensors.index.json`` names (real models are saved sharded)."""
+    import json
+
     from seedrl.errors import SeedRLError
     from seedrl.train.checkpoint import resolve_checkpoint
 
@@ -30,10 +33,27 @@ def model_file(spec: Path) -> Path:
         path, _ = resolve_checkpoint(str(spec))
     except SeedRLError as e:  # a missing folder, a run without an intact checkpoint: one line, no traceback
         raise SystemExit(str(e)) from None
-    f = Path(path) / "model.safetensors"
-    if not f.is_file():
-        raise SystemExit(f"no model.safetensors in {path} (resolved from {spec})")
-    return f
+    folder = Path(path)
+    if (folder / "model.safetensors").is_file():
+        return [folder / "model.safetensors"]
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        missing = [s for s in shards if not (folder / s).is_file()]
+        if missing:
+            raise SystemExit(f"{index} names shards that are not there: {', '.join(missing)}")
+        return [folder / s for s in shards]
+    raise SystemExit(f"no model.safetensors (or sharded index) in {path} (resolved from {spec})")
+
+
+def load_weights(spec: Path) -> dict:
+    """All tensors of :func:`model_files`, shards merged into one state dict."""
+    from safetensors.torch import load_file
+
+    out: dict = {}
+    for f in model_files(spec):
+        out.update(load_file(f))
+    return out
 
 
 def l2_distance(a: dict, b: dict) -> float:
@@ -51,20 +71,18 @@ def l2_distance(a: dict, b: dict) -> float:
 
 
 def main() -> None:
-    from safetensors.torch import load_file
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--base", type=Path, required=True, help="the model every run started from")
     ap.add_argument("runs", type=Path, nargs="+", help="reference run first, then the runs to compare with it")
     a = ap.parse_args()
     if len(a.runs) < 2:
         ap.error("give a reference run and at least one more")
-    base = load_file(model_file(a.base))
+    base = load_weights(a.base)
     ref_path, *others = a.runs
-    ref = load_file(model_file(ref_path))
+    ref = load_weights(ref_path)
     moved_ref = l2_distance(ref, base)
     for other in others:
-        b = load_file(model_file(other))
+        b = load_weights(other)
         d, moved = l2_distance(b, ref), l2_distance(b, base)
         ratio = f"{d / moved_ref:.2%}" if moved_ref else "undefined (a did not move)"
         print(f"{other} vs {ref_path}: ||b-a|| {d:.5f}; ||a-base|| {moved_ref:.5f}; ||b-base|| {moved:.5f}; "

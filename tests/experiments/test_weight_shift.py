@@ -1,6 +1,7 @@
 """benchmarks/weight_shift.py: the distance it reports is the L2 norm of the parameter difference."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -27,13 +28,32 @@ def test_l2_distance_refuses_mismatched_models():
         ws.l2_distance({"w": torch.zeros(2)}, {"w": torch.zeros(3)})
 
 
-def test_model_file_finds_the_weights_of_a_model_folder(tmp_path):
+def test_model_files_finds_the_weights_of_a_model_folder(tmp_path):
     (tmp_path / "model").mkdir()
     save_file({"w": torch.ones(2)}, tmp_path / "model" / "model.safetensors")
-    assert ws.model_file(tmp_path) == tmp_path / "model" / "model.safetensors"
-    assert ws.model_file(tmp_path / "model") == tmp_path / "model" / "model.safetensors"
+    assert ws.model_files(tmp_path) == [tmp_path / "model" / "model.safetensors"]
+    assert ws.model_files(tmp_path / "model") == [tmp_path / "model" / "model.safetensors"]
     (tmp_path / "empty").mkdir()
     with pytest.raises(SystemExit, match="no model.safetensors"):
-        ws.model_file(tmp_path / "empty")
+        ws.model_files(tmp_path / "empty")
     with pytest.raises(SystemExit, match="does not exist"):
-        ws.model_file(tmp_path / "nope" / "model")
+        ws.model_files(tmp_path / "nope" / "model")
+
+
+def test_sharded_weights_are_merged_and_a_missing_shard_is_named(tmp_path):
+    """Real models are saved as shards behind model.safetensors.index.json: every shard's tensors count."""
+    m = tmp_path / "model"
+    m.mkdir()
+    save_file({"a": torch.zeros(2)}, m / "model-00001-of-00002.safetensors")
+    save_file({"b": torch.zeros(3)}, m / "model-00002-of-00002.safetensors")
+    (m / "config.json").write_text("{}")
+    index = {"metadata": {}, "weight_map": {"a": "model-00001-of-00002.safetensors",
+                                            "b": "model-00002-of-00002.safetensors"}}
+    (m / "model.safetensors.index.json").write_text(json.dumps(index))
+    base = ws.load_weights(m)
+    assert sorted(base) == ["a", "b"]
+    moved = {"a": torch.tensor([3.0, 0.0]), "b": torch.tensor([0.0, 4.0, 0.0])}
+    assert ws.l2_distance(moved, base) == pytest.approx(5.0)  # the second shard's tensor is in the norm
+    (m / "model-00002-of-00002.safetensors").unlink()
+    with pytest.raises(SystemExit, match="model-00002-of-00002.safetensors"):
+        ws.model_files(m)
