@@ -206,6 +206,16 @@ def git_state() -> dict[str, Any]:
     return {"commit": git_commit(), "dirty": dirty}
 
 
+def attempts_git_state(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``commit``/``dirty`` a cell records, from its attempt rows: each row holds the git state taken
+    when that attempt *started* (the code it ran), not when the cell finished. A cell resumed across
+    commits names them all, oldest first, joined by "+"; a row without one (written before rows carried
+    it) counts as "unknown"."""
+    commits = list(dict.fromkeys(r.get("commit", "unknown") for r in attempts))
+    dirty = [r.get("dirty") for r in attempts]
+    return {"commit": "+".join(commits), "dirty": None if None in dirty else any(dirty)}
+
+
 # ---------------------------------------------------------------------------------------- a cell
 def _rows(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
@@ -379,6 +389,7 @@ def run_cell(spec: CompareSpec, algo: str, seed: int, echo: Callable[[str], None
     reuse = _load_initial_eval(init_path, key)
     echo(f"cell {name}: {'resuming from ' + ckpt.name if ckpt else 'starting'} ({cfg.iterations} iterations, "
          f"{cfg.iterations * episodes_per_iteration(cfg)} episodes{', reusing the iteration-0 eval' if reuse and not ckpt else ''})")
+    state = git_state()  # the code this attempt runs: later commits may land while it trains
     t0 = time.perf_counter()
     trainer = Trainer(cfg, resume=started)
     try:
@@ -391,13 +402,15 @@ def run_cell(spec: CompareSpec, algo: str, seed: int, echo: Callable[[str], None
         _empty_cuda_cache()
         attempt = time.perf_counter() - t0
         with (run_dir / "compare_attempts.jsonl").open("a") as f:
-            f.write(json.dumps({"wall_s": attempt, "finished_at": time.time()}) + "\n")
+            f.write(json.dumps({"wall_s": attempt, "finished_at": time.time(), **state}) + "\n")
     attempts = _rows(run_dir / "compare_attempts.jsonl")
     wall = sum(r["wall_s"] for r in attempts)  # + attempts ended by an exception or Ctrl-C (not by SIGKILL)
     _store_initial_eval(init_path, key, run_dir, spec.splits)
     cell = build_cell(cfg, algo, seed, spec.splits, wall_s=wall,
-                      extra={"algo": spec.label(algo), "method": algo, "command": spec.command, **git_state(), "machine": machine_info(), "attempts": len(attempts),
-                             "initial_eval_reused": bool(reuse), "finished_at": time.strftime("%Y-%m-%d %H:%M:%S")})
+                      extra={"algo": spec.label(algo), "method": algo, "command": spec.command,
+                             **attempts_git_state(attempts), "machine": machine_info(),
+                             "attempts": len(attempts), "initial_eval_reused": bool(reuse),
+                             "finished_at": time.strftime("%Y-%m-%d %H:%M:%S")})
     _write_json(cell_path, cell)
     echo(f"cell {name}: finished in {attempt:.0f}s; final " +
          ", ".join(f"{s} {v:.3f}" for s, v in cell["final"].items()))

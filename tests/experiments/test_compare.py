@@ -207,7 +207,7 @@ def _compare(tmp_path, *extra):
 
 
 @pytest.mark.slow
-def test_compare_end_to_end_is_resumable_and_shares_the_initial_eval(tmp_path):
+def test_compare_end_to_end_is_resumable_and_shares_the_initial_eval(tmp_path, monkeypatch):
     r = _compare(tmp_path)
     assert r.exit_code == 0, r.output
     out = tmp_path / "out"
@@ -240,6 +240,12 @@ def test_compare_end_to_end_is_resumable_and_shares_the_initial_eval(tmp_path):
     mtimes = {p.name: p.stat().st_mtime_ns for p in (out / "cells").glob("*.json")}
     (out / "cells" / "grpo-seed1.json").unlink()
     shutil.rmtree(tmp_path / "runs" / "grpo-seed1" / "checkpoints" / "iter_000002")
+    # the resumed attempt runs "another commit", and one more lands while it trains: the cell names the
+    # commit each attempt started from, not the one checked out when it finished
+    import seedrl.experiments.compare as compare_mod
+
+    states = iter([{"commit": "resumed", "dirty": False}])
+    monkeypatch.setattr(compare_mod, "git_state", lambda: next(states, {"commit": "landed-later", "dirty": True}))
     r2 = _compare(tmp_path)
     assert r2.exit_code == 0, r2.output
     assert r2.output.count("done, skipped") == 3 and "cell grpo-seed1: resuming from iter_000001" in r2.output
@@ -248,6 +254,8 @@ def test_compare_end_to_end_is_resumable_and_shares_the_initial_eval(tmp_path):
             assert (out / "cells" / name).stat().st_mtime_ns == t, name
     again = json.loads((out / "cells" / "grpo-seed1.json").read_text())
     assert again["curve"] == grpo["curve"] and again["attempts"] == 2
+    assert again["commit"] == grpo["commit"] + "+resumed" and again["dirty"] == grpo["dirty"]
+    monkeypatch.undo()
 
     # the report alone, and a config change is refused rather than mixed in
     r3 = runner.invoke(app, ["compare", "--report-only", "--out", str(out)])
@@ -262,6 +270,18 @@ def test_compare_end_to_end_is_resumable_and_shares_the_initial_eval(tmp_path):
     assert variant["algo"] == "seed+self" and variant["method"] == "seed"
     assert variant["config"]["skills"]["analyzer"] == "self" and variant["initial_eval_reused"]
     assert "| seed+self |" in (out / "report.md").read_text()
+
+
+def test_a_cell_names_the_commits_its_attempts_started_from():
+    from seedrl.experiments.compare import attempts_git_state
+
+    rows = [{"wall_s": 1, "commit": "a1", "dirty": False}, {"wall_s": 2, "commit": "a1", "dirty": False}]
+    assert attempts_git_state(rows) == {"commit": "a1", "dirty": False}
+    rows.append({"wall_s": 3, "commit": "b2", "dirty": True})
+    assert attempts_git_state(rows) == {"commit": "a1+b2", "dirty": True}
+    # a row from before attempts carried their commit: unknown, not silently the last one
+    assert attempts_git_state([{"wall_s": 1}, {"wall_s": 2, "commit": "b2", "dirty": False}]) == \
+        {"commit": "unknown+b2", "dirty": None}
 
 
 def test_compare_budget_must_fill_whole_iterations(tmp_path):
