@@ -3,7 +3,10 @@
 SEED adds a distillation term to GRPO's loss. When both cells of a comparison share model init, task
 stream and seed, the distance between their checkpoints at the same iteration, set against the
 distance each travelled from the start, says how much the extra term changed the update: near 0 %
-means SEED *is* GRPO at that coefficient, whatever the evaluation says.
+means SEED *is* GRPO at that coefficient, whatever the evaluation says. A large distance does not mean the
+term steered the update: once any perturbation tips one sampled action, the two runs train on different
+rollouts and drift apart by as much as two GRPO seeds (benchmarks/results/sokoban_stage1f_self3/notes.md,
+§ 5: runs of one seed sit 1-2 % apart while their traced rollouts match, 15-55 % once they differ).
 
     python benchmarks/weight_shift.py --base runs/sokoban_literate_stage1d/model \\
         runs/compare/sokoban_literate_self3/grpo-seed0 runs/compare/sokoban_literate_self3/seed-seed0
