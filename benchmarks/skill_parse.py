@@ -118,7 +118,11 @@ def same_place(rows: list[dict]) -> tuple[int, int]:
 
 
 def _fmt(s: dict) -> str:
-    f = ", ".join(f"{k} {s[k]['parsed']}/{s[k]['n']}" for k in ("success", "failure"))
+    """Parse counts by outcome, each with its 95% Wilson interval (the one ``seedrl eval`` gives success)."""
+    from seedrl.eval.evaluate import wilson_interval
+
+    f = ", ".join(f"{k} {s[k]['parsed']}/{s[k]['n']} [{lo:.3f}, {hi:.3f}]" for k in ("success", "failure")
+                  for lo, hi in [wilson_interval(s[k]["parsed"], s[k]["n"])])
     return f"{s['trajectories']} trajectories; parsed on {f}; errors {s['errors']}"
 
 

@@ -40,5 +40,6 @@ def test_cli_prints_the_iterations_over_all_runs(tmp_path):
         (tmp_path / name / "skills.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     out = subprocess.run([sys.executable, str(_PATH), str(tmp_path / "a"), str(tmp_path / "b")],
                          capture_output=True, text=True, check=True).stdout
-    assert "all: 6 trajectories; parsed on success 2/3, failure 2/3" in out
+    # 2 of 3 with its Wilson interval: (p + z²/2n ± z·sqrt(p(1-p)/n + z²/4n²)) / (1 + z²/n), z = 1.96
+    assert "all: 6 trajectories; parsed on success 2/3 [0.208, 0.939], failure 2/3 [0.208, 0.939]" in out
     assert "by iteration (all runs): 1: failure 1/2, success 1/1; 2: failure 1/1, success 1/2" in out

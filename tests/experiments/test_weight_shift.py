@@ -57,3 +57,23 @@ def test_sharded_weights_are_merged_and_a_missing_shard_is_named(tmp_path):
     (m / "model-00002-of-00002.safetensors").unlink()
     with pytest.raises(SystemExit, match="model-00002-of-00002.safetensors"):
         ws.model_files(m)
+
+
+def test_same_rollouts_counts_traced_trajectories_with_identical_actions(tmp_path):
+    """Whether two runs still trained on the same rollouts: per iteration, the trajectories both traced
+    (same traj_id) whose actions are all equal; a model folder has no traces."""
+    def trace(run, it, trajs):
+        (run / "traces").mkdir(parents=True, exist_ok=True)
+        body = {"iteration": it, "trajectories": [{"traj_id": i, "steps": [{"action": a} for a in acts]}
+                                                  for i, acts in trajs.items()]}
+        (run / "traces" / f"iter_{it:06d}.json").write_text(json.dumps(body))
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    trace(a, 1, {0: ["up", "left"], 5: ["down"]})
+    trace(b, 1, {0: ["up", "left"], 5: ["down"]})
+    trace(a, 2, {1: ["up"], 2: ["left", "left"], 9: ["up"]})
+    trace(b, 2, {1: ["up"], 2: ["left", "right"], 7: ["up"]})  # 2 differs at its second step; 7/9 not shared
+    trace(a, 3, {0: ["up"]})
+    same = ws.same_rollouts(ws.traced_actions(a), ws.traced_actions(b))
+    assert same == {1: (2, 2), 2: (1, 2)}  # iteration 3 only a traced
+    assert ws.traced_actions(tmp_path / "model_folder") == {}
