@@ -144,6 +144,7 @@ def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
             s["paired"][kind] = {
                 m: {sp: _json_keys(_paired(by, kind, m, baseline, sp, per_seed)) for sp in splits}
                 for m in methods if m != baseline}
+    s["same_rollouts"] = same_rollouts(by, baseline) if s["baseline"] else {}
     # what RL changed: each method's final checkpoint against its own iteration-0 policy, same seeds
     s["learning"] = {m: {sp: _json_keys(d) for sp in splits if (d := _paired_at(by[m], by[m], sp, None, 0))}
                      for m in methods}
@@ -198,6 +199,25 @@ def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
                                    for k in keys}
     s["findings"] = findings(s)
     return s
+
+
+def same_rollouts(by: dict[str, list[dict[str, Any]]], baseline: str) -> dict[str, dict[str, list[list[int]]]]:
+    """{method: {seed: [[iteration, episodes equal to the baseline's, episodes], ...]}} for every cell whose
+    baseline twin (same seed) recorded rollout digests: how long the two runs trained on the same episodes.
+    Once a cell's rollouts differ from its twin's they follow another sampling branch, and their paired
+    difference mixes the branch with the method's effect."""
+    twins = {c["seed"]: c.get("rollout_digests") or {} for c in by.get(baseline, [])}
+    out: dict[str, dict[str, list[list[int]]]] = {}
+    for m, cells in by.items():
+        if m == baseline:
+            continue
+        for c in cells:
+            mine, twin = c.get("rollout_digests") or {}, twins.get(c["seed"], {})
+            rows = [[int(it), sum(a == b for a, b in zip(mine[it], twin[it])), max(len(mine[it]), len(twin[it]))]
+                    for it in sorted(set(mine) & set(twin), key=int)]
+            if rows:
+                out.setdefault(m, {})[str(c["seed"])] = rows
+    return out
 
 
 def _json_keys(d: dict[str, Any]) -> dict[str, Any]:
@@ -318,6 +338,19 @@ def render_markdown(s: dict[str, Any], notes: str | None = None) -> str:
             for m, by_split in s["paired"][kind].items():
                 rows.append([f"{m} - {base}", *[_dci(by_split[sp]) for sp in sp_all]])
             L += [_table(["difference", *sp_all], rows), ""]
+    if s.get("same_rollouts"):
+        its = sorted({r[0] for d in s["same_rollouts"].values() for rows in d.values() for r in rows})
+        L += [f"## Same rollouts as {base}", "",
+              f"Training episodes (per iteration) in which a cell took exactly the actions its {base} twin of the same "
+              "seed took (equal response tokens in every turn; `rollout/digests`). While all are equal the two runs "
+              "trained on the same data; after the first difference they follow different sampling branches, and "
+              "their paired difference mixes that branch with the method's effect.", ""]
+        rows = []
+        for m, d in s["same_rollouts"].items():
+            for seed, r in d.items():
+                at = {it: f"{n}/{tot}" for it, n, tot in r}
+                rows.append([f"{m}, seed {seed}", *[at.get(it, "–") for it in its]])
+        L += [_table(["cell \\ iteration", *map(str, its)], rows), ""]
     if any(s["learning"].values()):
         L += ["## What training changed (final - iteration 0)", "",
               "Each method's final checkpoint against its own iteration-0 policy (the same initial model for "

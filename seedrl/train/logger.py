@@ -43,7 +43,7 @@ class MetricsLogger:
                 if isinstance(v, (int, float)):
                     self.tb.add_scalar(k, v, step)
         if self.wandb is not None:
-            self.wandb.log(metrics, step=step)
+            self.wandb.log({k: v for k, v in metrics.items() if not isinstance(v, list)}, step=step)
 
     def log_eval(self, res: dict[str, Any]) -> None:
         row = {k: v for k, v in res.items() if k != "tasks"}

@@ -11,6 +11,7 @@ method for its analyzer, its teacher prompts and its signal, and names no method
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -719,6 +720,7 @@ class Trainer:
                 skill_metrics["skills/step_skills"] = step_total
         self.iteration += 1
         metrics = rollout_metrics(m_trajs, m_samples, m_old, m_adv) | skill_metrics | upd
+        metrics["rollout/digests"] = rollout_digests(m_trajs)
         metrics |= {f"time/{k}": v for k, v in timings.items()}
         metrics |= {f"time/rollout_{k}": v for k, v in rollout_t.items()}
         metrics["iteration"] = self.iteration
@@ -939,6 +941,20 @@ def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], ol
         out |= {"teacher/delta_mean": float(flat.mean()), "teacher/delta_p10": float(q[0]),
                 "teacher/delta_p50": float(q[1]), "teacher/delta_p90": float(q[2]),
                 "teacher/delta_pos_frac": float((flat > 0).float().mean())}
+    return out
+
+
+def rollout_digests(trajs: list[Trajectory]) -> list[str]:
+    """One 8-hex-digit hash per episode, in ``traj_id`` order, of its task and every response's token
+    ids. Two runs of one seed (same task stream) took identical actions in an episode iff its digests
+    match (up to a 2^-32 collision). Runs whose rollouts stay equal trained on the same episodes; once
+    they differ they follow different sampling branches, which ``seedrl compare``'s report counts."""
+    out = []
+    for t in sorted(trajs, key=lambda t: t.traj_id):
+        h = hashlib.blake2b(t.task_id.encode(), digest_size=4)
+        for s in t.steps:
+            h.update(b"|" + ",".join(map(str, s.response_ids)).encode())
+        out.append(h.hexdigest())
     return out
 
 

@@ -164,6 +164,34 @@ def test_training_gain_pairs_each_cell_with_its_own_initial_policy_on_tasks():
     assert d["grpo"]["valid_unseen"]["method"] == "seeds"  # no outcomes recorded there: seeds alone
 
 
+def test_same_rollouts_counts_the_episodes_each_cell_shared_with_its_twin():
+    """Per seed and iteration, a cell's episode digests against its baseline twin's; cells without digests
+    (recorded before them, or a twin without them) are left out, and then the report has no such section."""
+    import copy
+
+    from seedrl.experiments.compare import load_cells
+    from seedrl.experiments.report import render_markdown, summarize
+
+    cells = copy.deepcopy(load_cells(FIXTURE))
+    assert "Same rollouts" not in render_markdown(summarize(cells))
+    grpo = {"1": ["a", "b", "c", "d"], "2": ["e", "f", "g", "h"]}
+    for c in cells:
+        if c["algo"] == "grpo" and c["seed"] in (0, 1):
+            c["rollout_digests"] = grpo
+        elif c["algo"] == "seed" and c["seed"] == 0:
+            c["rollout_digests"] = {"1": ["a", "b", "c", "d"], "2": ["e", "x", "g", "y"]}
+        elif c["algo"] == "seed" and c["seed"] == 2:  # its twin recorded none
+            c["rollout_digests"] = grpo
+        elif c["algo"] == "grpo_opsd" and c["seed"] == 1:
+            c["rollout_digests"] = {"1": ["a", "b", "c", "d"]}  # only the iterations both recorded count
+    s = summarize(cells)
+    assert s["same_rollouts"] == {"seed": {"0": [[1, 4, 4], [2, 2, 4]]}, "grpo_opsd": {"1": [[1, 4, 4]]}}
+    md = render_markdown(s)
+    assert "## Same rollouts as grpo" in md
+    assert "| seed, seed 0 | 4/4 | 2/4 |" in md and "| grpo_opsd, seed 1 | 4/4 | – |" in md
+    assert "seed, seed 2" not in md
+
+
 def test_hand_written_notes_close_the_report(tmp_path):
     from seedrl.experiments.compare import load_cells
     from seedrl.experiments.report import write_report
@@ -221,6 +249,10 @@ def test_compare_end_to_end_is_resumable_and_shares_the_initial_eval(tmp_path, m
     assert cell["initial_eval_reused"] and cell["budget_episodes"] == 8 and cell["tokens"]["rollout"] > 0
     assert "skills/parse_rate" in cell["diagnostics"] and "analysis" in cell["stage_s"]
     grpo = json.loads((out / "cells" / "grpo-seed1.json").read_text())
+    # one digest per episode and iteration; before the first update both methods sample from the same
+    # weights with the same seed, so they play the same episodes
+    assert {k: len(v) for k, v in cell["rollout_digests"].items()} == {"1": 4, "2": 4}
+    assert cell["rollout_digests"]["1"] == grpo["rollout_digests"]["1"]
     assert grpo["shared_config_hash"] == cell["shared_config_hash"] and grpo["config_hash"] != cell["config_hash"]
     assert grpo["panel_hashes"] == cell["panel_hashes"] and grpo["curve"][0] == cell["curve"][0]
     md = (out / "report.md").read_text()

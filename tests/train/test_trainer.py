@@ -11,7 +11,7 @@ import torch
 from seedrl.errors import SeedRLError
 from seedrl.train import checkpoint as ckpt_mod
 from seedrl.train.checkpoint import latest_checkpoint
-from seedrl.train.trainer import Trainer, UpdateBatch, rollout_metrics
+from seedrl.train.trainer import Trainer, UpdateBatch, rollout_digests, rollout_metrics
 from tests.helpers import tiny_cfg
 
 
@@ -250,3 +250,23 @@ def test_invalid_action_penalty_follows_env_invalid_action_and_both_rates_are_lo
         assert pairs
         scores[rule] = adv
     assert not torch.equal(scores["format"], scores["admissible"])
+
+
+def test_rollout_digests_tell_which_episodes_two_runs_shared():
+    """One hash per episode in traj_id order, equal iff the task and every response's tokens are equal."""
+    from seedrl.rollout.types import StepSample, Trajectory
+
+    def traj(tid, task, responses):
+        return Trajectory(tid, tid // 2, task, steps=[StepSample([9], r, [0.0] * len(r), tid, tid // 2, i, 0.0, True)
+                                                      for i, r in enumerate(responses)])
+
+    a = [traj(0, "t0", [[1, 2], [3]]), traj(1, "t0", [[1, 2]]), traj(2, "t1", [[4]])]
+    d = rollout_digests(a)
+    assert len(d) == 3 and all(len(x) == 8 and int(x, 16) >= 0 for x in d)
+    assert rollout_digests(list(reversed(a))) == d  # ordered by traj_id, not by arrival
+    b = [traj(0, "t0", [[1, 2], [4]]),   # second turn differs
+         traj(1, "t0", [[1, 2]]),         # identical
+         traj(2, "t9", [[4]])]            # same tokens on another task
+    assert [x == y for x, y in zip(d, rollout_digests(b))] == [False, True, False]
+    # where one turn ends and the next begins is part of the episode: [1, 2], [3] is not [1], [2, 3]
+    assert rollout_digests([traj(0, "t0", [[1], [2, 3]])])[0] != d[0]
