@@ -11,9 +11,11 @@ rollouts and drift apart by as much as two GRPO seeds (benchmarks/results/sokoba
     python benchmarks/weight_shift.py --base runs/sokoban_literate_stage1d/model \\
         runs/compare/sokoban_literate_self3/grpo-seed0 runs/compare/sokoban_literate_self3/seed-seed0
 
-For run folders it also prints, per iteration, how many of the trajectories both runs traced
-(``traces/iter_*.json``, same ``traj_id``) took the same actions: where they all did, the runs still train
-on the same rollouts, and the distance is the term's own effect.
+For run folders it also prints, per iteration, how many episodes the two runs played identically: from
+``rollout/digests`` in ``metrics.jsonl`` (every episode), or, for runs recorded before those, from the
+trajectories both traced (``traces/iter_*.json``, same ``traj_id``; a few per iteration, so a match there
+does not exclude a divergence elsewhere). Where all are equal the runs still train on the same rollouts,
+and the distance is the term's own effect.
 
 Each run is a run folder (its latest intact checkpoint's model is used), a checkpoint folder or a model
 folder. The first run is the reference; each further run prints ||b - a||, ||a - base||, ||b - base||
@@ -77,25 +79,30 @@ def l2_distance(a: dict, b: dict) -> float:
     return math.sqrt(total)
 
 
-def traced_actions(run: Path) -> dict[int, dict[int, tuple[str, ...]]]:
-    """{iteration: {traj_id: actions}} of a run folder's traces; empty for a model or checkpoint folder."""
+def episodes(run: Path, source: str) -> dict[int, dict[int, object]]:
+    """{iteration: {trajectory: what it played}} of a run folder from ``source``: ``digests`` (the
+    ``rollout/digests`` of every episode) or ``traces`` (the traced trajectories' actions); empty for a
+    model or checkpoint folder, or a run that did not record them."""
     import json
 
+    from seedrl.experiments.compare import read_metrics
     from seedrl.train.traces import trace_files
 
+    if source == "digests":
+        return {int(m["iteration"]): dict(enumerate(m["rollout/digests"]))
+                for m in read_metrics(run) if m.get("rollout/digests")}
     return {it: {t["traj_id"]: tuple(s["action"] for s in t["steps"])
                  for t in json.loads(f.read_text())["trajectories"]}
             for it, f in trace_files(run).items()}
 
 
-def same_rollouts(a: dict, b: dict) -> dict[int, tuple[int, int]]:
-    """{iteration: (trajectories with identical actions, trajectories traced by both)} of two
-    :func:`traced_actions`, over the iterations both traced."""
-    out = {}
-    for it in sorted(set(a) & set(b)):
-        common = set(a[it]) & set(b[it])
-        out[it] = (sum(a[it][k] == b[it][k] for k in common), len(common))
-    return out
+def same_episodes(a: Path, b: Path) -> tuple[str, dict[int, tuple[int, int]]]:
+    """(source, {iteration: (played identically, compared)}): every episode where both runs recorded
+    digests, else the trajectories both traced."""
+    from seedrl.experiments.stats import equal_per_iteration
+
+    source = "digests" if episodes(a, "digests") and episodes(b, "digests") else "traces"
+    return source, equal_per_iteration(episodes(a, source), episodes(b, source))
 
 
 def main() -> None:
@@ -109,16 +116,15 @@ def main() -> None:
     ref_path, *others = a.runs
     ref = load_weights(ref_path)
     moved_ref = l2_distance(ref, base)
-    ref_actions = traced_actions(ref_path)
     for other in others:
         b = load_weights(other)
         d, moved = l2_distance(b, ref), l2_distance(b, base)
         ratio = f"{d / moved_ref:.2%}" if moved_ref else "undefined (a did not move)"
         print(f"{other} vs {ref_path}: ||b-a|| {d:.5f}; ||a-base|| {moved_ref:.5f}; ||b-base|| {moved:.5f}; "
               f"ratio {ratio}")
-        same = same_rollouts(ref_actions, traced_actions(other))
-        print("  traced rollouts with the same actions, per iteration: " +
-              ("; ".join(f"{it}: {k}/{n}" for it, (k, n) in same.items()) or "no traces in both"))
+        source, same = same_episodes(ref_path, other)
+        print(f"  episodes played identically ({source}), per iteration: " +
+              ("; ".join(f"{it}: {k}/{n}" for it, (k, n) in same.items()) or "none recorded by both"))
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from seedrl.experiments.stats import (
     bootstrap_ci,
     efficiency_ratio,
     episodes_to_threshold,
+    equal_per_iteration,
     intervals_overlap,
     mean_curve,
     paired_difference_ci,
@@ -206,15 +207,16 @@ def same_rollouts(by: dict[str, list[dict[str, Any]]], baseline: str) -> dict[st
     baseline twin (same seed) recorded rollout digests: how long the two runs trained on the same episodes.
     Once a cell's rollouts differ from its twin's they follow another sampling branch, and their paired
     difference mixes the branch with the method's effect."""
-    twins = {c["seed"]: c.get("rollout_digests") or {} for c in by.get(baseline, [])}
+    def digests(c: dict[str, Any]) -> dict[int, dict[int, str]]:
+        return {int(it): dict(enumerate(d)) for it, d in (c.get("rollout_digests") or {}).items()}
+
+    twins = {c["seed"]: digests(c) for c in by.get(baseline, [])}
     out: dict[str, dict[str, list[list[int]]]] = {}
     for m, cells in by.items():
         if m == baseline:
             continue
         for c in cells:
-            mine, twin = c.get("rollout_digests") or {}, twins.get(c["seed"], {})
-            rows = [[int(it), sum(a == b for a, b in zip(mine[it], twin[it])), max(len(mine[it]), len(twin[it]))]
-                    for it in sorted(set(mine) & set(twin), key=int)]
+            rows = [[it, k, n] for it, (k, n) in equal_per_iteration(digests(c), twins.get(c["seed"], {})).items()]
             if rows:
                 out.setdefault(m, {})[str(c["seed"])] = rows
     return out

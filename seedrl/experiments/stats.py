@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -132,3 +133,15 @@ def efficiency_ratio(episodes: float | None, baseline_episodes: float | None) ->
     if episodes is None or baseline_episodes is None or baseline_episodes <= 0:
         return None
     return episodes / baseline_episodes
+
+
+def equal_per_iteration(a: Mapping[int, Mapping[Any, Any]],
+                        b: Mapping[int, Mapping[Any, Any]]) -> dict[int, tuple[int, int]]:
+    """``{iteration: (keys whose values are equal, keys both hold)}`` over the iterations both hold, in
+    order: how many episodes two runs of one seed played identically (values: rollout digests or traced
+    actions, keyed by trajectory)."""
+    out = {}
+    for it in sorted(set(a) & set(b)):
+        common = set(a[it]) & set(b[it])
+        out[it] = (sum(a[it][k] == b[it][k] for k in common), len(common))
+    return out

@@ -164,6 +164,16 @@ def test_training_gain_pairs_each_cell_with_its_own_initial_policy_on_tasks():
     assert d["grpo"]["valid_unseen"]["method"] == "seeds"  # no outcomes recorded there: seeds alone
 
 
+def test_equal_per_iteration_counts_shared_keys_with_equal_values():
+    from seedrl.experiments.stats import equal_per_iteration
+
+    a = {1: {0: "a", 1: "b"}, 2: {0: "c", 1: "d", 2: "e"}, 3: {0: "f"}}
+    b = {2: {0: "c", 1: "X", 5: "e"}, 1: {0: "a", 1: "b"}, 4: {0: "f"}}
+    # iterations both hold, in order; keys both hold (2 and 5 are not shared); 3 and 4 only one side
+    assert equal_per_iteration(a, b) == {1: (2, 2), 2: (1, 2)}
+    assert list(equal_per_iteration(a, b)) == [1, 2] and equal_per_iteration(a, {}) == {}
+
+
 def test_same_rollouts_counts_the_episodes_each_cell_shared_with_its_twin():
     """Per seed and iteration, a cell's episode digests against its baseline twin's; cells without digests
     (recorded before them, or a twin without them) are left out, and then the report has no such section."""

@@ -59,14 +59,19 @@ def test_sharded_weights_are_merged_and_a_missing_shard_is_named(tmp_path):
         ws.model_files(m)
 
 
-def test_same_rollouts_counts_traced_trajectories_with_identical_actions(tmp_path):
-    """Whether two runs still trained on the same rollouts: per iteration, the trajectories both traced
-    (same traj_id) whose actions are all equal; a model folder has no traces."""
+def test_same_episodes_prefers_every_episodes_digests_and_falls_back_to_traces(tmp_path):
+    """Whether two runs still trained on the same rollouts: per iteration, the episodes both recorded that
+    they played identically. Digests (every episode) where both runs have them, else the traced
+    trajectories (same traj_id, all actions equal); a model folder has neither."""
     def trace(run, it, trajs):
         (run / "traces").mkdir(parents=True, exist_ok=True)
         body = {"iteration": it, "trajectories": [{"traj_id": i, "steps": [{"action": a} for a in acts]}
                                                   for i, acts in trajs.items()]}
         (run / "traces" / f"iter_{it:06d}.json").write_text(json.dumps(body))
+
+    def digests(run, rows):
+        (run / "metrics.jsonl").write_text("".join(json.dumps({"iteration": it, "rollout/digests": d}) + "\n"
+                                                   for it, d in rows.items()))
 
     a, b = tmp_path / "a", tmp_path / "b"
     trace(a, 1, {0: ["up", "left"], 5: ["down"]})
@@ -74,6 +79,9 @@ def test_same_rollouts_counts_traced_trajectories_with_identical_actions(tmp_pat
     trace(a, 2, {1: ["up"], 2: ["left", "left"], 9: ["up"]})
     trace(b, 2, {1: ["up"], 2: ["left", "right"], 7: ["up"]})  # 2 differs at its second step; 7/9 not shared
     trace(a, 3, {0: ["up"]})
-    same = ws.same_rollouts(ws.traced_actions(a), ws.traced_actions(b))
-    assert same == {1: (2, 2), 2: (1, 2)}  # iteration 3 only a traced
-    assert ws.traced_actions(tmp_path / "model_folder") == {}
+    assert ws.same_episodes(a, b) == ("traces", {1: (2, 2), 2: (1, 2)})  # iteration 3 only a traced
+    digests(a, {1: ["x", "y", "z"], 2: ["p", "q", "r"]})
+    assert ws.same_episodes(a, b)[0] == "traces"  # b has no digests: like is compared with like
+    digests(b, {1: ["x", "y", "z"], 2: ["p", "Q", "R"]})
+    assert ws.same_episodes(a, b) == ("digests", {1: (3, 3), 2: (1, 3)})
+    assert ws.same_episodes(tmp_path / "model_folder", a) == ("traces", {})
