@@ -41,8 +41,10 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 RUN_CHARTS = (
     ("Success", ("rollout/success_rate", "eval/success_rate")),
     ("Losses", ("loss/pg", "loss/opd", "loss/skill_sd", "loss/kl", "loss/entropy")),
-    ("Skills", ("skills/signal_frac", "skills/parse_rate", "teacher/delta_pos_frac", "opd/gate_mean")),
-    ("Teacher - student shift", ("teacher/delta_p10", "teacher/delta_mean", "teacher/delta_p90")),
+    ("Skills", ("skills/signal_frac", "skills/parse_rate", "teacher/delta_pos_frac", "teacher/delta_tail_frac",
+                "teacher/tail_adv_agree_frac", "opd/gate_mean")),
+    ("Teacher - student shift", ("teacher/delta_p01", "teacher/delta_p10", "teacher/delta_mean", "teacher/delta_p90",
+                                 "teacher/delta_p99", "teacher/delta_mean_adv_pos", "teacher/delta_mean_adv_neg")),
 )
 TABLE_KEYS = ("rollout/success_rate", "eval/success_rate", "loss/pg", "loss/opd", "skills/parse_rate",
               "skills/signal_frac", "teacher/delta_mean")

@@ -713,7 +713,7 @@ class Trainer:
         if self.method.uses_skills:
             if self.world.main:
                 self.save_skills(m_trajs, results)
-            skill_metrics = teacher_metrics(results, m_samples, m_old, teacher_logp, signal)
+            skill_metrics = teacher_metrics(results, m_samples, m_old, teacher_logp, signal, m_adv)
             if routed is not None:
                 # share of the samples with a teacher signal that were scored with a step skill
                 skill_metrics["skills/step_skill_frac"] = routed / max(1.0, float(signal.sum()))
@@ -923,11 +923,19 @@ def routed_step_skill(sample: StepSample, skills: dict[int, str],
 
 
 def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], old_logp, teacher_logp,
-                    signal: torch.Tensor) -> dict[str, Any]:
-    """Is the distillation signal alive? Parse rate, coverage, and how far the teacher moves."""
+                    signal: torch.Tensor, adv: torch.Tensor | None = None) -> dict[str, Any]:
+    """Is the distillation signal alive? Parse rate, coverage, and how far the teacher moves.
+
+    The shift ``teacher_logp - old_logp`` is taken over the response tokens of samples with a
+    signal. Besides its quantiles: the share of tokens it moves by more than one nat (a gated
+    signal acts through this tail when the middle sits at 0), and, given the per-sample advantages
+    ``adv`` (one per sample), the mean shift on tokens of samples with a positive and a negative
+    advantage, and the share of tail tokens whose shift has the advantage's sign (1: the teacher only
+    says what the outcome already says; ~0.5: it says something else)."""
     n = max(1, len(results))
-    deltas = [t - o for t, o, m in zip(teacher_logp, old_logp, signal.tolist()) if m > 0 and len(o)]
-    flat = torch.cat(deltas) if deltas else torch.zeros(0)
+    keep = [i for i, (o, m) in enumerate(zip(old_logp, signal.tolist())) if m > 0 and len(o)]
+    deltas = [teacher_logp[i] - old_logp[i] for i in keep]
+    flat = torch.cat(deltas).float() if deltas else torch.zeros(0)
     out = {
         "skills/parse_rate": sum(r.skill is not None for r in results) / n,
         "skills/errors": sum(r.error is not None for r in results),
@@ -937,10 +945,21 @@ def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], ol
         "skills/completion_tokens": sum(r.completion_tokens for r in results),
     }
     if len(flat):  # teacher_logp - old_logp over response tokens with a skill
-        q = torch.quantile(flat.float(), torch.tensor([0.1, 0.5, 0.9]))
-        out |= {"teacher/delta_mean": float(flat.mean()), "teacher/delta_p10": float(q[0]),
-                "teacher/delta_p50": float(q[1]), "teacher/delta_p90": float(q[2]),
-                "teacher/delta_pos_frac": float((flat > 0).float().mean())}
+        q = torch.quantile(flat, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99]))
+        tail = flat.abs() > 1.0
+        out |= {"teacher/delta_mean": float(flat.mean()), "teacher/delta_p01": float(q[0]),
+                "teacher/delta_p10": float(q[1]), "teacher/delta_p50": float(q[2]),
+                "teacher/delta_p90": float(q[3]), "teacher/delta_p99": float(q[4]),
+                "teacher/delta_pos_frac": float((flat > 0).float().mean()),
+                "teacher/delta_tail_frac": float(tail.float().mean())}
+        if adv is not None and len(adv):
+            sign = torch.cat([torch.full((len(d),), float(torch.sign(adv[i]))) for i, d in zip(keep, deltas)])
+            for name, side in (("adv_pos", sign > 0), ("adv_neg", sign < 0)):
+                if side.any():
+                    out[f"teacher/delta_mean_{name}"] = float(flat[side].mean())
+            agree = tail & (sign != 0)
+            if agree.any():
+                out["teacher/tail_adv_agree_frac"] = float((torch.sign(flat[agree]) == sign[agree]).float().mean())
     return out
 
 

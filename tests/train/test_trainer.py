@@ -11,7 +11,7 @@ import torch
 from seedrl.errors import SeedRLError
 from seedrl.train import checkpoint as ckpt_mod
 from seedrl.train.checkpoint import latest_checkpoint
-from seedrl.train.trainer import Trainer, UpdateBatch, rollout_digests, rollout_metrics
+from seedrl.train.trainer import Trainer, UpdateBatch, rollout_digests, rollout_metrics, teacher_metrics
 from tests.helpers import tiny_cfg
 
 
@@ -250,6 +250,29 @@ def test_invalid_action_penalty_follows_env_invalid_action_and_both_rates_are_lo
         assert pairs
         scores[rule] = adv
     assert not torch.equal(scores["format"], scores["admissible"])
+
+
+def test_teacher_metrics_tail_and_advantage_sides_by_hand():
+    """The shift's tail (|teacher - old| > 1 nat) and its agreement with the advantage's sign, worked out
+    by hand; a sample without a signal (its big shift included) never counts."""
+    from seedrl.skills.analyzers.base import AnalysisResult
+
+    old = [torch.zeros(2), torch.zeros(3), torch.zeros(1)]
+    teacher = [torch.tensor([2.0, 0.0]), torch.tensor([-3.0, 0.5, 1.5]), torch.tensor([5.0])]
+    signal, adv = torch.tensor([1.0, 1.0, 0.0]), torch.tensor([1.0, -1.0, 1.0])
+    results = [AnalysisResult(0, "skill"), AnalysisResult(1, None)]
+    m = teacher_metrics(results, [], old, teacher, signal, adv)
+    assert m["skills/parse_rate"] == 0.5
+    assert m["teacher/delta_mean"] == pytest.approx(1.0 / 5)  # 2 + 0 - 3 + 0.5 + 1.5, not the 5.0
+    assert m["teacher/delta_tail_frac"] == pytest.approx(3 / 5)  # 2, -3, 1.5
+    assert m["teacher/delta_mean_adv_pos"] == pytest.approx(1.0)
+    assert m["teacher/delta_mean_adv_neg"] == pytest.approx(-1 / 3)
+    assert m["teacher/tail_adv_agree_frac"] == pytest.approx(2 / 3)  # 1.5 rises on a negative advantage
+    # linear interpolation over the sorted shifts (-3, 0, 0.5, 1.5, 2): positions 0.04 and 3.96
+    assert m["teacher/delta_p01"] == pytest.approx(-2.88) and m["teacher/delta_p99"] == pytest.approx(1.98)
+    # without advantages: no side metrics; without any signal: no teacher metrics at all
+    assert "teacher/delta_mean_adv_pos" not in teacher_metrics(results, [], old, teacher, signal)
+    assert not any(k.startswith("teacher/") for k in teacher_metrics(results, [], old, teacher, torch.zeros(3), adv))
 
 
 def test_rollout_digests_tell_which_episodes_two_runs_shared():

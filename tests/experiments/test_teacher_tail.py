@@ -1,0 +1,42 @@
+"""benchmarks/teacher_tail.py: which traced tokens count, their kinds, and the advantage-sign agreement."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+_SPEC = importlib.util.spec_from_file_location(
+    "teacher_tail", Path(__file__).parents[2] / "benchmarks" / "teacher_tail.py")
+tt = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(tt)
+
+
+def _step(step, tokens, old, teacher, adv):
+    return {"step": step, "action": "".join(tokens), "tokens": tokens, "old_logp": old,
+            "teacher_logp": teacher, "advantage": adv}
+
+
+def test_tail_counts_kinds_and_agreement_by_hand(tmp_path):
+    run = tmp_path / "seed-seed0"
+    (run / "traces").mkdir(parents=True)
+    won = {"task_id": "t0", "won": True, "skill": "push right first",
+           "steps": [_step(0, ["<action>", "2"], [-0.1, -1.0], [-0.1, 0.5], 0.7)]}  # digit +1.5, agrees
+    lost = {"task_id": "t1", "won": False, "skill": "box at (1,1) deadlocks",
+            "steps": [_step(0, ["<action>", "up"], [-0.2, -0.5], [-0.2, -2.5], -0.7),  # word -2.0, agrees
+                      _step(1, ["<action>", "3"], [-0.3, -2.0], [-0.3, -0.5], -0.7),  # digit +1.5, disagrees
+                      _step(2, ["<action>", "4"], [-0.3, -2.0], None, -0.7)]}  # no teacher: not counted
+    (run / "traces" / "iter_000001.json").write_text(json.dumps({"trajectories": [won, lost]}))
+    rows = tt.shifted_tokens([run])
+    assert len(rows) == 6
+    assert [r["kind"] for r in rows] == ["markup", "digit", "markup", "word", "markup", "digit"]
+    assert sum(abs(r["delta"]) > 1.0 for r in rows) == 3
+    text = tt.report(rows, tail=1.0, top=2)
+    assert "3 (50.0%) move by more than 1.0 nat" in text
+    assert "advantage's sign: 2 of 3 (66.7%); up on a negative advantage: 1, down on a positive one: 0" in text
+    assert text.splitlines()[-2].strip().startswith("-2.00")  # the largest first
+
+
+def test_a_run_without_traces_is_named(tmp_path):
+    with pytest.raises(SystemExit, match="no traces"):
+        tt.shifted_tokens([tmp_path])
