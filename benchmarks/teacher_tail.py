@@ -57,12 +57,13 @@ def shifted_tokens(run_dirs: list[Path]) -> list[dict]:
                 for s in t["steps"]:
                     if not s.get("teacher_logp") or not s.get("old_logp"):
                         continue
-                    for k, (tok, o, te) in enumerate(zip(s["tokens"], s["old_logp"], s["teacher_logp"])):
+                    gates = s.get("gate") or [None] * len(s["tokens"])
+                    for k, (tok, o, te, g) in enumerate(zip(s["tokens"], s["old_logp"], s["teacher_logp"], gates)):
                         if o is None or te is None:
                             continue
                         rows.append({"run": rd.name, "iteration": it, "task": t["task_id"], "won": t["won"],
                                      "skill": t.get("skill") or "", "step": s["step"], "action": s["action"],
-                                     "pos": k, "token": tok, "kind": token_kind(tok), "delta": te - o,
+                                     "pos": k, "token": tok, "kind": token_kind(tok), "delta": te - o, "gate": g,
                                      "adv": s.get("advantage")})
     return rows
 
@@ -77,6 +78,10 @@ def report(rows: list[dict], tail: float, top: int) -> str:
     big = [r for r in rows if abs(r["delta"]) > tail]
     L.append(f"{n} response tokens with a teacher log-prob; {len(big)} ({len(big) / max(1, n):.1%}) move by more "
              f"than {tail} nat")
+    gates = [r["gate"] for r in rows if r["gate"] is not None]
+    if gates:  # how far the gated signal departs from the uniform gate of seed_nogate / grpo_opsd
+        L.append(f"gate: mean {sum(gates) / len(gates):.4f}, mean |gate - 0.5| {sum(abs(g - 0.5) for g in gates) / len(gates):.4f}"
+                 f", share of tokens with |gate - 0.5| > 0.1: {sum(abs(g - 0.5) > 0.1 for g in gates) / len(gates):.2%}")
     kinds = Counter(r["kind"] for r in rows)
     big_kinds = Counter(r["kind"] for r in big)
     L.append("by token kind (tokens, tail tokens, tail share, mean shift):")

@@ -13,8 +13,9 @@ _SPEC.loader.exec_module(tt)
 
 
 def _step(step, tokens, old, teacher, adv):
+    gate = None if teacher is None else [0.5 + (t - o) / 10 for o, t in zip(old, teacher)]  # made up, linear
     return {"step": step, "action": "".join(tokens), "tokens": tokens, "old_logp": old,
-            "teacher_logp": teacher, "advantage": adv}
+            "teacher_logp": teacher, "advantage": adv, "gate": gate}
 
 
 def test_tail_counts_kinds_and_agreement_by_hand(tmp_path):
@@ -33,6 +34,8 @@ def test_tail_counts_kinds_and_agreement_by_hand(tmp_path):
     assert sum(abs(r["delta"]) > 1.0 for r in rows) == 3
     text = tt.report(rows, tail=1.0, top=2)
     assert "3 (50.0%) move by more than 1.0 nat" in text
+    # |gate - 0.5| = |delta| / 10 here: (0 + 0.15 + 0 + 0.2 + 0 + 0.15) / 6 = 0.0833, three of six above 0.1
+    assert "mean |gate - 0.5| 0.0833, share of tokens with |gate - 0.5| > 0.1: 50.00%" in text
     assert "advantage's sign: 2 of 3 (66.7%); up on a negative advantage: 1, down on a positive one: 0" in text
     assert text.splitlines()[-2].strip().startswith("-2.00")  # the largest first
 
