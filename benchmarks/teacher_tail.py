@@ -6,6 +6,9 @@ skill tells the policy lives in a tail of tokens. This script reads the traces a
 (``traces/iter_*.json``: a few trajectories per iteration, token by token) and reports, over the
 response tokens that carry a teacher log-prob:
 
+- the shift's size, its agreement with the advantage's sign and the gate's departure from 0.5, each
+  weighted by ``1 - p_old`` (a sampled token's log-prob gradient scales with it, so near-certain
+  tokens, most of them, carry no update whatever the gate says);
 - how many move by more than ``--tail`` nats, split by token kind (markup such as ``<action>``,
   digits, words, other) and by the trajectory's outcome;
 - on those tail tokens, how often the shift has the sign of the step's advantage (the teacher says what
@@ -16,14 +19,15 @@ response tokens that carry a teacher log-prob:
 
 Several run folders pool their tokens. Traces hold ``log.trace_trajectories`` trajectories per
 iteration (4 by default) chosen by a seeded shuffle, successes and failures alternating, so the
-counts describe that sample, not the whole batch (the batch-wide ``teacher/delta_tail_frac`` and
-``teacher/tail_adv_agree_frac`` are in the run's ``metrics.jsonl``).
+counts describe that sample, not the whole batch (the batch-wide ``teacher/delta_abs_gradw``,
+``teacher/adv_agree_gradw`` and ``teacher/delta_tail_frac`` are in the run's ``metrics.jsonl``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 from collections import Counter
 from pathlib import Path
@@ -64,6 +68,7 @@ def shifted_tokens(run_dirs: list[Path]) -> list[dict]:
                         rows.append({"run": rd.name, "iteration": it, "task": t["task_id"], "won": t["won"],
                                      "skill": t.get("skill") or "", "step": s["step"], "action": s["action"],
                                      "pos": k, "token": tok, "kind": token_kind(tok), "delta": te - o, "gate": g,
+                                     "w": 1.0 - math.exp(o),
                                      "adv": s.get("advantage")})
     return rows
 
@@ -82,6 +87,18 @@ def report(rows: list[dict], tail: float, top: int) -> str:
     if gates:  # how far the gated signal departs from the uniform gate of seed_nogate / grpo_opsd
         L.append(f"gate: mean {sum(gates) / len(gates):.4f}, mean |gate - 0.5| {sum(abs(g - 0.5) for g in gates) / len(gates):.4f}"
                  f", share of tokens with |gate - 0.5| > 0.1: {sum(abs(g - 0.5) > 0.1 for g in gates) / len(gates):.2%}")
+    # a sampled token's log-prob gradient scales with 1 - p_old: weigh by it to see what the update sees
+    w = sum(r["w"] for r in rows)
+    if w > 0:
+        mass = [abs(r["delta"]) * r["w"] * abs(_sign(r["adv"])) for r in rows]
+        agree = sum(m * _sign(r["delta"]) * _sign(r["adv"]) for m, r in zip(mass, rows)) / max(1e-12, sum(mass))
+        line = (f"weighted by 1 - p_old (mean weight {w / max(1, n):.3f}): mean |shift| "
+                f"{sum(abs(r['delta']) * r['w'] for r in rows) / w:.3f}, agreement with the advantage's sign "
+                f"{agree:+.3f} (-1 against, 0 unrelated, +1 the same)")
+        gw = [(r["gate"], r["w"]) for r in rows if r["gate"] is not None]
+        if gw and sum(x for _, x in gw) > 0:
+            line += (f", |gate - 0.5| / 0.5 {sum(abs(g - 0.5) * x for g, x in gw) / (0.5 * sum(x for _, x in gw)):.3f}")
+        L.append(line)
     kinds = Counter(r["kind"] for r in rows)
     big_kinds = Counter(r["kind"] for r in big)
     L.append("by token kind (tokens, tail tokens, tail share, mean shift):")

@@ -42,9 +42,10 @@ RUN_CHARTS = (
     ("Success", ("rollout/success_rate", "eval/success_rate")),
     ("Losses", ("loss/pg", "loss/opd", "loss/skill_sd", "loss/kl", "loss/entropy")),
     ("Skills", ("skills/signal_frac", "skills/parse_rate", "teacher/delta_pos_frac", "teacher/delta_tail_frac",
-                "teacher/tail_adv_agree_frac", "opd/gate_mean")),
+                "teacher/adv_agree_gradw", "opd/gate_mean")),
     ("Teacher - student shift", ("teacher/delta_p01", "teacher/delta_p10", "teacher/delta_mean", "teacher/delta_p90",
-                                 "teacher/delta_p99", "teacher/delta_mean_adv_pos", "teacher/delta_mean_adv_neg")),
+                                 "teacher/delta_p99", "teacher/delta_abs_gradw", "teacher/delta_mean_adv_pos",
+                                 "teacher/delta_mean_adv_neg")),
 )
 TABLE_KEYS = ("rollout/success_rate", "eval/success_rate", "loss/pg", "loss/opd", "skills/parse_rate",
               "skills/signal_frac", "teacher/delta_mean")

@@ -927,11 +927,15 @@ def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], ol
     """Is the distillation signal alive? Parse rate, coverage, and how far the teacher moves.
 
     The shift ``teacher_logp - old_logp`` is taken over the response tokens of samples with a
-    signal. Besides its quantiles: the share of tokens it moves by more than one nat (a gated
-    signal acts through this tail when the middle sits at 0), and, given the per-sample advantages
-    ``adv`` (one per sample), the mean shift on tokens of samples with a positive and a negative
-    advantage, and the share of tail tokens whose shift has the advantage's sign (1: the teacher only
-    says what the outcome already says; ~0.5: it says something else)."""
+    signal. Besides its quantiles: the share of tokens it moves by more than one nat, and its mean
+    size weighted by ``1 - p_old`` (``delta_abs_gradw``): a sampled token's log-prob gradient scales
+    with ``1 - p``, so near-certain tokens (most of them: markup, forced moves) carry no update
+    whatever the gate says, and the plain quantiles can sit at 0 while the shift on the tokens that
+    train is large. Given the per-sample advantages ``adv`` (one per sample): the mean shift on tokens
+    of samples with a positive and a negative advantage; the share of tail tokens whose shift has the
+    advantage's sign; and the same agreement weighted by ``|shift| * (1 - p_old)``, from -1 (always
+    against the outcome) through 0 (unrelated to it: the teacher says something else) to +1 (it only
+    says what the outcome already says)."""
     n = max(1, len(results))
     keep = [i for i, (o, m) in enumerate(zip(old_logp, signal.tolist())) if m > 0 and len(o)]
     deltas = [teacher_logp[i] - old_logp[i] for i in keep]
@@ -952,6 +956,9 @@ def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], ol
                 "teacher/delta_p90": float(q[3]), "teacher/delta_p99": float(q[4]),
                 "teacher/delta_pos_frac": float((flat > 0).float().mean()),
                 "teacher/delta_tail_frac": float(tail.float().mean())}
+        w = 1.0 - torch.cat([old_logp[i] for i in keep]).float().exp()  # gradient scale of each token
+        if float(w.sum()) > 0:
+            out["teacher/delta_abs_gradw"] = float((flat.abs() * w).sum() / w.sum())
         if adv is not None and len(adv):
             sign = torch.cat([torch.full((len(d),), float(torch.sign(adv[i]))) for i, d in zip(keep, deltas)])
             for name, side in (("adv_pos", sign > 0), ("adv_neg", sign < 0)):
@@ -960,6 +967,9 @@ def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], ol
             agree = tail & (sign != 0)
             if agree.any():
                 out["teacher/tail_adv_agree_frac"] = float((torch.sign(flat[agree]) == sign[agree]).float().mean())
+            mass = flat.abs() * w * (sign != 0)
+            if float(mass.sum()) > 0:
+                out["teacher/adv_agree_gradw"] = float((mass * torch.sign(flat) * sign).sum() / mass.sum())
     return out
 
 

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,12 @@ def test_tail_counts_kinds_and_agreement_by_hand(tmp_path):
     assert "3 (50.0%) move by more than 1.0 nat" in text
     # |gate - 0.5| = |delta| / 10 here: (0 + 0.15 + 0 + 0.2 + 0 + 0.15) / 6 = 0.0833, three of six above 0.1
     assert "mean |gate - 0.5| 0.0833, share of tokens with |gate - 0.5| > 0.1: 50.00%" in text
+    # weights 1 - p_old: 1 - e^-0.1, 1 - e^-1 | 1 - e^-0.2, 1 - e^-0.5 | 1 - e^-0.3, 1 - e^-2
+    w = [1 - math.exp(-x) for x in (0.1, 1.0, 0.2, 0.5, 0.3, 2.0)]
+    d = [0.0, 1.5, 0.0, -2.0, 0.0, 1.5]
+    agree = (d[1] * w[1] + 2.0 * w[3] - d[5] * w[5]) / (d[1] * w[1] + 2.0 * w[3] + d[5] * w[5])
+    assert f"mean |shift| {sum(abs(x) * y for x, y in zip(d, w)) / sum(w):.3f}" in text
+    assert f"agreement with the advantage's sign {agree:+.3f}" in text
     assert "advantage's sign: 2 of 3 (66.7%); up on a negative advantage: 1, down on a positive one: 0" in text
     assert text.splitlines()[-2].strip().startswith("-2.00")  # the largest first
 

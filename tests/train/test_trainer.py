@@ -253,12 +253,15 @@ def test_invalid_action_penalty_follows_env_invalid_action_and_both_rates_are_lo
 
 
 def test_teacher_metrics_tail_and_advantage_sides_by_hand():
-    """The shift's tail (|teacher - old| > 1 nat) and its agreement with the advantage's sign, worked out
-    by hand; a sample without a signal (its big shift included) never counts."""
+    """The shift's tail (|teacher - old| > 1 nat), its size where gradients flow (weight 1 - p_old) and its
+    agreement with the advantage's sign, worked out by hand; a sample without a signal (its big shift
+    included) never counts, nor does a token the policy is sure of (p_old = 1)."""
     from seedrl.skills.analyzers.base import AnalysisResult
 
-    old = [torch.zeros(2), torch.zeros(3), torch.zeros(1)]
-    teacher = [torch.tensor([2.0, 0.0]), torch.tensor([-3.0, 0.5, 1.5]), torch.tensor([5.0])]
+    # p_old 0.5 and 1 | 0.75, 0.75, 0.5: gradient weights 1 - p_old = 0.5, 0 | 0.25, 0.25, 0.5
+    old = [torch.tensor([0.5, 1.0]).log(), torch.tensor([0.75, 0.75, 0.5]).log(), torch.zeros(1)]
+    shift = [torch.tensor([2.0, 0.0]), torch.tensor([-3.0, 0.5, 1.5]), torch.tensor([5.0])]
+    teacher = [o + d for o, d in zip(old, shift)]
     signal, adv = torch.tensor([1.0, 1.0, 0.0]), torch.tensor([1.0, -1.0, 1.0])
     results = [AnalysisResult(0, "skill"), AnalysisResult(1, None)]
     m = teacher_metrics(results, [], old, teacher, signal, adv)
@@ -268,6 +271,9 @@ def test_teacher_metrics_tail_and_advantage_sides_by_hand():
     assert m["teacher/delta_mean_adv_pos"] == pytest.approx(1.0)
     assert m["teacher/delta_mean_adv_neg"] == pytest.approx(-1 / 3)
     assert m["teacher/tail_adv_agree_frac"] == pytest.approx(2 / 3)  # 1.5 rises on a negative advantage
+    # |shift| * w: 1.0, 0 | 0.75, 0.125, 0.75 over w 1.5; agreement (1.0 + 0.75 - 0.125 - 0.75) / 2.625
+    assert m["teacher/delta_abs_gradw"] == pytest.approx(2.625 / 1.5)
+    assert m["teacher/adv_agree_gradw"] == pytest.approx(1 / 3)
     # linear interpolation over the sorted shifts (-3, 0, 0.5, 1.5, 2): positions 0.04 and 3.96
     assert m["teacher/delta_p01"] == pytest.approx(-2.88) and m["teacher/delta_p99"] == pytest.approx(1.98)
     # without advantages: no side metrics; without any signal: no teacher metrics at all
