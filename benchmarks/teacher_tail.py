@@ -1,26 +1,23 @@
-"""Where the skill moves the teacher: the tokens of a SEED run's traces with a large teacher - student shift.
+"""Where the skill moves the teacher, token by token, in a SEED run's traces.
 
-SEED's gated OPD term acts through ``sigmoid(beta * (teacher - old))`` per response token. When the
-middle of the shift's distribution sits at 0 (``teacher/delta_p10`` .. ``p90`` near 0), whatever the
-skill tells the policy lives in a tail of tokens. This script reads the traces a run wrote
-(``traces/iter_*.json``: a few trajectories per iteration, token by token) and reports, over the
-response tokens that carry a teacher log-prob:
+SEED's gated OPD term weighs each sampled response token by ``sigmoid(beta * (teacher - old))``, and a
+token's log-prob gradient scales with ``1 - p_old``. Most tokens of a trained policy are near-certain
+and train nothing, so the plain quantiles of the shift can sit at 0 while the tokens that train move a
+lot. This script reads the traces a run wrote (``traces/iter_*.json``: a few trajectories per
+iteration, token by token) and reports, over the response tokens with a teacher log-prob:
 
-- the shift's size, its agreement with the advantage's sign and the gate's departure from 0.5, each
-  weighted by ``1 - p_old`` (a sampled token's log-prob gradient scales with it, so near-certain
-  tokens, most of them, carry no update whatever the gate says);
-- how many move by more than ``--tail`` nats, split by token kind (markup such as ``<action>``,
-  digits, words, other) and by the trajectory's outcome;
-- on those tail tokens, how often the shift has the sign of the step's advantage (the teacher says what
-  the outcome already says) and how often the opposite (it says something the outcome does not);
-- the largest shifts with their step's action, the outcome and the skill, to read by eye.
+- the trainer's own shift statistics (:func:`seedrl.train.trainer.shift_stats`: size weighted by
+  ``1 - p_old``, agreement with the advantage's sign, share above one nat, 1st/99th percentiles),
+  and the gate's departure from the uniform 0.5 of ``seed_nogate``/``grpo_opsd``, plain and weighted;
+- token counts, tail tokens and mean shift by token kind (markup such as ``<action>``, digits,
+  words, other) and by the trajectory's outcome;
+- the largest shifts with their step's action, advantage, outcome and skill, to read by eye.
 
     python benchmarks/teacher_tail.py runs/compare/sokoban66/seed+oracle_opd1-seed3 [--tail 1.0] [--top 15]
 
 Several run folders pool their tokens. Traces hold ``log.trace_trajectories`` trajectories per
 iteration (4 by default) chosen by a seeded shuffle, successes and failures alternating, so the
-counts describe that sample, not the whole batch (the batch-wide ``teacher/delta_abs_gradw``,
-``teacher/adv_agree_gradw`` and ``teacher/delta_tail_frac`` are in the run's ``metrics.jsonl``).
+figures describe that sample; the batch-wide ones are in the run's ``metrics.jsonl``.
 """
 
 from __future__ import annotations
@@ -68,36 +65,37 @@ def shifted_tokens(run_dirs: list[Path]) -> list[dict]:
                         rows.append({"run": rd.name, "iteration": it, "task": t["task_id"], "won": t["won"],
                                      "skill": t.get("skill") or "", "step": s["step"], "action": s["action"],
                                      "pos": k, "token": tok, "kind": token_kind(tok), "delta": te - o, "gate": g,
-                                     "w": 1.0 - math.exp(o),
+                                     "old": o, "w": 1.0 - math.exp(o),
                                      "adv": s.get("advantage")})
     return rows
 
 
-def _sign(x: float | None) -> int:
-    return 0 if not x else (1 if x > 0 else -1)
-
-
 def report(rows: list[dict], tail: float, top: int) -> str:
-    L = []
+    import torch
+
+    from seedrl.train.trainer import shift_stats
+
     n = len(rows)
     big = [r for r in rows if abs(r["delta"]) > tail]
-    L.append(f"{n} response tokens with a teacher log-prob; {len(big)} ({len(big) / max(1, n):.1%}) move by more "
-             f"than {tail} nat")
-    gates = [r["gate"] for r in rows if r["gate"] is not None]
-    if gates:  # how far the gated signal departs from the uniform gate of seed_nogate / grpo_opsd
-        L.append(f"gate: mean {sum(gates) / len(gates):.4f}, mean |gate - 0.5| {sum(abs(g - 0.5) for g in gates) / len(gates):.4f}"
-                 f", share of tokens with |gate - 0.5| > 0.1: {sum(abs(g - 0.5) > 0.1 for g in gates) / len(gates):.2%}")
-    # a sampled token's log-prob gradient scales with 1 - p_old: weigh by it to see what the update sees
-    w = sum(r["w"] for r in rows)
-    if w > 0:
-        mass = [abs(r["delta"]) * r["w"] * abs(_sign(r["adv"])) for r in rows]
-        agree = sum(m * _sign(r["delta"]) * _sign(r["adv"]) for m, r in zip(mass, rows)) / max(1e-12, sum(mass))
-        line = (f"weighted by 1 - p_old (mean weight {w / max(1, n):.3f}): mean |shift| "
-                f"{sum(abs(r['delta']) * r['w'] for r in rows) / w:.3f}, agreement with the advantage's sign "
-                f"{agree:+.3f} (-1 against, 0 unrelated, +1 the same)")
-        gw = [(r["gate"], r["w"]) for r in rows if r["gate"] is not None]
-        if gw and sum(x for _, x in gw) > 0:
-            line += (f", |gate - 0.5| / 0.5 {sum(abs(g - 0.5) * x for g, x in gw) / (0.5 * sum(x for _, x in gw)):.3f}")
+    stats = shift_stats(torch.tensor([r["delta"] for r in rows]), torch.tensor([r["old"] for r in rows]),
+                        torch.tensor([r["adv"] or 0.0 for r in rows]).sign())
+    L = [f"{n} response tokens with a teacher log-prob; {len(big)} ({len(big) / max(1, n):.1%}) move by more "
+         f"than {tail} nat"]
+    if stats:
+        L.append(f"shift: mean {stats['teacher/delta_mean']:+.4f}, 1st-99th percentile "
+                 f"{stats['teacher/delta_p01']:+.3f} to {stats['teacher/delta_p99']:+.3f}")
+    if "teacher/delta_abs_gradw" in stats:
+        L.append(f"weighted by 1 - p_old (mean weight {sum(r['w'] for r in rows) / n:.3f}): mean |shift| "
+                 f"{stats['teacher/delta_abs_gradw']:.3f}, agreement with the advantage's sign "
+                 f"{stats.get('teacher/adv_agree_gradw', float('nan')):+.3f} (-1 against, 0 unrelated, +1 the same)")
+    gw = [(r["gate"], r["w"]) for r in rows if r["gate"] is not None]
+    if gw:  # how far the gated signal departs from the uniform gate of seed_nogate / grpo_opsd
+        dev = [abs(g - 0.5) for g, _ in gw]
+        line = (f"gate: mean {sum(g for g, _ in gw) / len(gw):.4f}, mean |gate - 0.5| {sum(dev) / len(dev):.4f}, "
+                f"share of tokens with |gate - 0.5| > 0.1: {sum(d > 0.1 for d in dev) / len(dev):.2%}")
+        wsum = sum(x for _, x in gw)
+        if wsum > 0:
+            line += f", weighted |gate - 0.5| / 0.5 {sum(d * x for d, (_, x) in zip(dev, gw)) / (0.5 * wsum):.3f}"
         L.append(line)
     kinds = Counter(r["kind"] for r in rows)
     big_kinds = Counter(r["kind"] for r in big)
@@ -113,17 +111,11 @@ def report(rows: list[dict], tail: float, top: int) -> str:
             L.append(f"  {'won ' if won else 'lost'}    {len(sub):6d} {len(sb):6d} "
                      f"{sum(r['delta'] for r in sub) / len(sub):+.3f} "
                      f"{(sum(r['delta'] for r in sb) / len(sb)) if sb else float('nan'):+.3f}")
-    signed = [r for r in big if _sign(r["adv"])]
-    if signed:
-        agree = sum(_sign(r["delta"]) == _sign(r["adv"]) for r in signed)
-        L.append(f"tail tokens whose shift has the advantage's sign: {agree} of {len(signed)} "
-                 f"({agree / len(signed):.1%}); up on a negative advantage: "
-                 f"{sum(r['delta'] > 0 and r['adv'] < 0 for r in signed)}, down on a positive one: "
-                 f"{sum(r['delta'] < 0 and r['adv'] > 0 for r in signed)}")
     L.append(f"the {top} largest shifts:")
     for r in sorted(big, key=lambda r: -abs(r["delta"]))[:top]:
+        adv = "none" if r["adv"] is None else f"{r['adv']:+.2f}"
         L.append(f"  {r['delta']:+6.2f}  {r['run']} it{r['iteration']} {r['task']} step {r['step']} "
-                 f"{'won' if r['won'] else 'lost'} adv {r['adv'] if r['adv'] is None else round(r['adv'], 2)}  token {r['token']!r} of {r['action']!r}"
+                 f"{'won' if r['won'] else 'lost'} adv {adv}  token {r['token']!r} of {r['action']!r}"
                  f"  skill: {r['skill'][:140]!r}")
     return "\n".join(L)
 

@@ -29,7 +29,7 @@ STAGE_ORDER = ("rollout", "old_logp", "ref_logp", "analysis", "rescore", "advant
 DIAG_SHOWN = ("skills/parse_rate", "skills/signal_frac", "teacher/delta_mean", "teacher/delta_pos_frac",
               "teacher/delta_p10", "teacher/delta_p50", "teacher/delta_p90", "teacher/delta_abs_gradw",
               "teacher/adv_agree_gradw", "teacher/delta_tail_frac",
-              "teacher/delta_mean_adv_pos", "teacher/delta_mean_adv_neg", "teacher/tail_adv_agree_frac", "opd/gate_mean")
+              "teacher/delta_mean_adv_pos", "teacher/delta_mean_adv_neg", "opd/gate_mean")
 
 
 def _ci(values: Sequence[float]) -> dict[str, Any]:

@@ -922,24 +922,44 @@ def routed_step_skill(sample: StepSample, skills: dict[int, str],
     return (step_skills.get(sample.traj_id) or {}).get(sample.step) or None
 
 
-def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], old_logp, teacher_logp,
-                    signal: torch.Tensor, adv: torch.Tensor | None = None) -> dict[str, Any]:
-    """Is the distillation signal alive? Parse rate, coverage, and how far the teacher moves.
+def shift_stats(delta: torch.Tensor, old_logp: torch.Tensor, adv_sign: torch.Tensor) -> dict[str, float]:
+    """How far the skill moves the teacher, over the response tokens that carry a teacher signal.
 
-    The shift ``teacher_logp - old_logp`` is taken over the response tokens of samples with a
-    signal. Besides its quantiles: the share of tokens it moves by more than one nat, and its mean
-    size weighted by ``1 - p_old`` (``delta_abs_gradw``): a sampled token's log-prob gradient scales
-    with ``1 - p``, so near-certain tokens (most of them: markup, forced moves) carry no update
-    whatever the gate says, and the plain quantiles can sit at 0 while the shift on the tokens that
-    train is large. Given the per-sample advantages ``adv`` (one per sample): the mean shift on tokens
-    of samples with a positive and a negative advantage; the share of tail tokens whose shift has the
-    advantage's sign; and the same agreement weighted by ``|shift| * (1 - p_old)``, from -1 (always
-    against the outcome) through 0 (unrelated to it: the teacher says something else) to +1 (it only
-    says what the outcome already says)."""
+    Shapes ``[N]`` each: ``delta = teacher_logp - old_logp`` per token, the token's ``old_logp``, and the
+    sign (-1, 0, +1) of its sample's advantage. Besides the shift's mean and quantiles: the share of
+    tokens moved by more than one nat; ``delta_abs_gradw``, the mean ``|delta|`` weighted by
+    ``1 - p_old`` (a sampled token's log-prob gradient scales with it, so near-certain tokens, most of a
+    trained policy's, carry no update whatever the gate says, and the plain quantiles can sit at 0 while
+    the tokens that train move a lot); the mean shift on positive- and negative-advantage tokens; and
+    ``adv_agree_gradw``, the agreement of the shift's sign with the advantage's, weighted by
+    ``|delta| * (1 - p_old)``: -1 always against the outcome, 0 unrelated to it (the teacher says
+    something else), +1 it only repeats what the outcome says. Empty input: no statistics."""
+    if not len(delta):
+        return {}
+    delta, w = delta.float(), 1.0 - old_logp.float().exp()
+    q = torch.quantile(delta, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99]))
+    out = {"teacher/delta_mean": float(delta.mean()), "teacher/delta_p01": float(q[0]),
+           "teacher/delta_p10": float(q[1]), "teacher/delta_p50": float(q[2]), "teacher/delta_p90": float(q[3]),
+           "teacher/delta_p99": float(q[4]), "teacher/delta_pos_frac": float((delta > 0).float().mean()),
+           "teacher/delta_tail_frac": float((delta.abs() > 1.0).float().mean())}
+    if float(w.sum()) > 0:
+        out["teacher/delta_abs_gradw"] = float((delta.abs() * w).sum() / w.sum())
+    for name, side in (("adv_pos", adv_sign > 0), ("adv_neg", adv_sign < 0)):
+        if side.any():
+            out[f"teacher/delta_mean_{name}"] = float(delta[side].mean())
+    mass = delta.abs() * w * adv_sign.abs()
+    if float(mass.sum()) > 0:
+        out["teacher/adv_agree_gradw"] = float((mass * delta.sign() * adv_sign).sum() / mass.sum())
+    return out
+
+
+def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], old_logp, teacher_logp,
+                    signal: torch.Tensor, adv: torch.Tensor) -> dict[str, Any]:
+    """Is the distillation signal alive? Parse rate, coverage, and how far the teacher moves
+    (:func:`shift_stats` over the response tokens of samples with a signal; ``adv``: one advantage
+    per sample)."""
     n = max(1, len(results))
     keep = [i for i, (o, m) in enumerate(zip(old_logp, signal.tolist())) if m > 0 and len(o)]
-    deltas = [teacher_logp[i] - old_logp[i] for i in keep]
-    flat = torch.cat(deltas).float() if deltas else torch.zeros(0)
     out = {
         "skills/parse_rate": sum(r.skill is not None for r in results) / n,
         "skills/errors": sum(r.error is not None for r in results),
@@ -948,28 +968,11 @@ def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], ol
         "skills/prompt_tokens": sum(r.prompt_tokens for r in results),
         "skills/completion_tokens": sum(r.completion_tokens for r in results),
     }
-    if len(flat):  # teacher_logp - old_logp over response tokens with a skill
-        q = torch.quantile(flat, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99]))
-        tail = flat.abs() > 1.0
-        out |= {"teacher/delta_mean": float(flat.mean()), "teacher/delta_p01": float(q[0]),
-                "teacher/delta_p10": float(q[1]), "teacher/delta_p50": float(q[2]),
-                "teacher/delta_p90": float(q[3]), "teacher/delta_p99": float(q[4]),
-                "teacher/delta_pos_frac": float((flat > 0).float().mean()),
-                "teacher/delta_tail_frac": float(tail.float().mean())}
-        w = 1.0 - torch.cat([old_logp[i] for i in keep]).float().exp()  # gradient scale of each token
-        if float(w.sum()) > 0:
-            out["teacher/delta_abs_gradw"] = float((flat.abs() * w).sum() / w.sum())
-        if adv is not None and len(adv):
-            sign = torch.cat([torch.full((len(d),), float(torch.sign(adv[i]))) for i, d in zip(keep, deltas)])
-            for name, side in (("adv_pos", sign > 0), ("adv_neg", sign < 0)):
-                if side.any():
-                    out[f"teacher/delta_mean_{name}"] = float(flat[side].mean())
-            agree = tail & (sign != 0)
-            if agree.any():
-                out["teacher/tail_adv_agree_frac"] = float((torch.sign(flat[agree]) == sign[agree]).float().mean())
-            mass = flat.abs() * w * (sign != 0)
-            if float(mass.sum()) > 0:
-                out["teacher/adv_agree_gradw"] = float((mass * torch.sign(flat) * sign).sum() / mass.sum())
+    if keep:
+        old = torch.cat([old_logp[i] for i in keep])
+        delta = torch.cat([teacher_logp[i] for i in keep]) - old
+        sign = torch.sign(adv[keep].float()).repeat_interleave(torch.tensor([len(old_logp[i]) for i in keep]))
+        out |= shift_stats(delta, old, sign)
     return out
 
 

@@ -43,7 +43,8 @@ def test_tail_counts_kinds_and_agreement_by_hand(tmp_path):
     agree = (d[1] * w[1] + 2.0 * w[3] - d[5] * w[5]) / (d[1] * w[1] + 2.0 * w[3] + d[5] * w[5])
     assert f"mean |shift| {sum(abs(x) * y for x, y in zip(d, w)) / sum(w):.3f}" in text
     assert f"agreement with the advantage's sign {agree:+.3f}" in text
-    assert "advantage's sign: 2 of 3 (66.7%); up on a negative advantage: 1, down on a positive one: 0" in text
+    gate_dev = sum(abs(x) / 10 * y for x, y in zip(d, w)) / (0.5 * sum(w))  # |gate - 0.5| = |delta| / 10 here
+    assert f"weighted |gate - 0.5| / 0.5 {gate_dev:.3f}" in text
     assert text.splitlines()[-2].strip().startswith("-2.00")  # the largest first
 
 
