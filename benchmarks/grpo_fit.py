@@ -1,0 +1,124 @@
+"""Does GRPO improve the policy on the very tasks it trains on? A check for a dead RL signal.
+
+A comparison can only ask whether SEED reaches GRPO's success with fewer episodes if GRPO itself
+improves. This script reads `seedrl compare` result folders and prints, for each cell:
+
+- at every evaluation point, greedy success on the evaluated tasks that are also *train* tasks (a run
+  trained with ``--set env.train_split=valid_seen --set env.train_size=32`` evaluates the 32 rooms it
+  trains on beside 96 it never sees) and on the rest of the panel;
+- the training-rollout success (``rollout/success_rate``, temperature of the run) averaged over blocks
+  of iterations: runs of one seed draw the same task stream, so blocks compare across cells;
+- how far the policy moved: the per-token KL to the reference model (``loss/kl``) at the last iteration
+  and the largest per-iteration ``ppo/approx_kl``, with the iteration it happened in.
+
+    python benchmarks/grpo_fit.py benchmarks/results/sokoban_grpo_fit/fit_lr3e-5 [more folders] [--block 5]
+
+A cell's ``metrics.jsonl`` is read from ``FOLDER/metrics/<cell>.jsonl`` when the folder carries a copy
+(committed results), else from the cell's ``run_dir``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+def train_task_ids(config: dict[str, Any]) -> set[str]:
+    """The task ids of a run's train panel, rebuilt from its config as the trainer builds it."""
+    from seedrl.envs.panels import build_panel
+
+    e = config["env"]
+    return set(build_panel(e["name"], e.get("train_split", "train"), e.get("train_size"), **e["kwargs"]).task_ids)
+
+
+def eval_task_ids(config: dict[str, Any], split: str) -> list[str]:
+    """The task ids of one evaluated panel, in the order of a cell's ``won`` strings."""
+    from seedrl.envs.panels import build_panel
+
+    e = config["env"]
+    return list(build_panel(e["name"], split, None, **e["kwargs"]).subset(config["eval"]["num_tasks"]).task_ids)
+
+
+def split_wins(won: str, task_ids: list[str], trained: set[str]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(wins, tasks) on the trained tasks and on the others of one evaluation's ``won`` string."""
+    if len(won) != len(task_ids):
+        raise ValueError(f"{len(won)} outcomes for a panel of {len(task_ids)} tasks")
+    ins = [w == "1" for w, t in zip(won, task_ids) if t in trained]
+    outs = [w == "1" for w, t in zip(won, task_ids) if t not in trained]
+    return (sum(ins), len(ins)), (sum(outs), len(outs))
+
+
+def block_means(values: list[float], block: int) -> list[float]:
+    """Means of consecutive blocks of ``block`` values (the last block may be shorter)."""
+    return [sum(values[i:i + block]) / len(values[i:i + block]) for i in range(0, len(values), block)]
+
+
+def movement(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """KL to the reference at the last iteration and the largest per-iteration approx_kl."""
+    kls = [r["ppo/approx_kl"] for r in rows if "ppo/approx_kl" in r]
+    worst = max(range(len(kls)), key=lambda i: kls[i]) if kls else None
+    return {"kl_ref_last": rows[-1].get("loss/kl") if rows else None,
+            "approx_kl_max": None if worst is None else kls[worst],
+            "approx_kl_max_iteration": None if worst is None else rows[worst]["iteration"]}
+
+
+def metrics_rows(folder: Path, cell: dict[str, Any]) -> list[dict[str, Any]]:
+    from seedrl.experiments.compare import cell_name, read_metrics
+
+    name = cell_name(cell["algo"], cell["seed"])  # "algo" carries a --tag already: seed+oracle_opd1
+    copy = folder / "metrics" / f"{name}.jsonl"
+    if copy.is_file():
+        by_it = {int(r["iteration"]): r for r in (json.loads(ln) for ln in copy.read_text().splitlines() if ln.strip())}
+        return [by_it[k] for k in sorted(by_it)]
+    run = Path(cell["run_dir"])
+    if not (run / "metrics.jsonl").is_file():
+        raise SystemExit(f"{folder}: no metrics/{name}.jsonl and no {run / 'metrics.jsonl'}")
+    return read_metrics(run)
+
+
+def report(folder: Path, block: int) -> list[str]:
+    from seedrl.experiments.compare import load_cells
+
+    cells = load_cells(folder)
+    if not cells:
+        raise SystemExit(f"{folder}: no cells/*.json (a `seedrl compare --out` folder?)")
+    lines = []
+    for cell in cells:
+        cfg = cell["config"]
+        trained = train_task_ids(cfg)
+        e = cfg["env"]
+        lines.append(f"{folder.name}: {cell['algo']} seed {cell['seed']}, lr {cfg['optim']['lr']:g}, "
+                     f"train {e.get('train_split', 'train')}[:{e.get('train_size') or 'all'}], "
+                     f"{cell['budget_episodes']} episodes")
+        for split in cell["splits"]:
+            ids = eval_task_ids(cfg, split)
+            parts = []
+            for pt in cell["curve"]:
+                (wi, ni), (wo, no) = split_wins(pt["panels"][split]["won"], ids, trained)
+                parts.append(f"{pt['episodes']}: " + (f"trained {wi}/{ni}, other {wo}/{no}" if ni else f"{wo}/{no}"))
+            lines.append(f"  greedy {split} by episodes: " + "; ".join(parts))
+        rows = metrics_rows(folder, cell)
+        succ = [r["rollout/success_rate"] for r in rows]
+        lines.append(f"  rollout success by {block} iterations: "
+                     + " ".join(f"{m:.3f}" for m in block_means(succ, block)))
+        mv = movement(rows)
+        kl = "n/a" if mv["kl_ref_last"] is None else f"{mv['kl_ref_last']:.4f}"
+        lines.append(f"  kl to reference at the end {kl}; largest approx_kl {mv['approx_kl_max']:.2e} "
+                     f"(iteration {mv['approx_kl_max_iteration']}); last rollout invalid rate "
+                     f"{rows[-1]['rollout/invalid_rate']:.3f}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("--block", type=int, default=5, help="iterations per rollout-success block")
+    a = ap.parse_args(argv)
+    for f in a.folders:
+        print("\n".join(report(f, a.block)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""benchmarks/grpo_fit.py: trained vs unseen tasks of a panel, rollout blocks, how far the policy moved."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from seedrl.envs.panels import build_panel
+
+_SPEC = importlib.util.spec_from_file_location("grpo_fit", Path(__file__).parents[2] / "benchmarks" / "grpo_fit.py")
+gf = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(gf)
+
+KW = {"dim": [5, 5], "unseen_dim": [6, 5], "coords": True}
+
+
+def test_split_wins_counts_trained_and_other_tasks_by_id():
+    assert gf.split_wins("1011", ["a", "b", "c", "d"], {"a", "b"}) == ((1, 2), (2, 2))
+    assert gf.split_wins("01", ["a", "b"], set()) == ((0, 0), (1, 2))
+    with pytest.raises(ValueError, match="3 outcomes for a panel of 2"):
+        gf.split_wins("011", ["a", "b"], set())
+
+
+def test_block_means_and_movement_by_hand():
+    assert gf.block_means([1.0, 0.0, 0.5, 0.5, 1.0], 2) == [0.5, 0.5, 1.0]
+    rows = [{"iteration": 1, "ppo/approx_kl": 0.01, "loss/kl": 0.0},
+            {"iteration": 2, "ppo/approx_kl": 0.4, "loss/kl": 0.2},
+            {"iteration": 3, "ppo/approx_kl": -0.001, "loss/kl": 5.1}]
+    assert gf.movement(rows) == {"kl_ref_last": 5.1, "approx_kl_max": 0.4, "approx_kl_max_iteration": 2}
+
+
+def _cell(train_split, train_size):
+    return {"algo": "grpo", "seed": 0, "budget_episodes": 8, "splits": ["valid_seen"], "run_dir": "nowhere",
+            "config": {"env": {"name": "sokoban", "kwargs": KW, "train_split": train_split, "train_size": train_size},
+                       "eval": {"num_tasks": None}, "optim": {"lr": 1e-4}}}
+
+
+def test_a_run_trained_on_part_of_the_panel_sees_those_tasks_as_trained():
+    cfg = _cell("valid_seen", 2)["config"]
+    trained, ids = gf.train_task_ids(cfg), gf.eval_task_ids(cfg, "valid_seen")
+    assert len(ids) == 128 and trained == set(build_panel("sokoban", "valid_seen", 2, **KW).task_ids)
+    assert sum(t in trained for t in ids) == 2
+    # the usual run trains on the train split: no evaluated room is a train room
+    assert not set(gf.eval_task_ids(_cell("train", None)["config"], "valid_seen")) & gf.train_task_ids(
+        _cell("train", None)["config"])
+
+
+def test_report_reads_the_metrics_copy_next_to_the_cells(tmp_path, capsys):
+    cell = _cell("valid_seen", 2)
+    ids = gf.eval_task_ids(cell["config"], "valid_seen")
+    trained = gf.train_task_ids(cell["config"])
+    won0 = "".join("1" if i == 0 else "0" for i in range(len(ids)))
+    won1 = "".join("1" if t in trained else "0" for t in ids)  # after training: both trained rooms won
+    cell["curve"] = [{"episodes": 0, "panels": {"valid_seen": {"won": won0}}},
+                     {"episodes": 8, "panels": {"valid_seen": {"won": won1}}}]
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "grpo-seed0.json").write_text(json.dumps(cell))
+    with pytest.raises(SystemExit, match="no metrics/grpo-seed0.jsonl"):
+        gf.main([str(tmp_path)])
+    (tmp_path / "metrics").mkdir()
+    rows = [{"iteration": i, "rollout/success_rate": s, "ppo/approx_kl": k, "loss/kl": 0.01 * i,
+             "rollout/invalid_rate": 0.0} for i, s, k in ((1, 0.25, 0.001), (2, 0.75, 0.003))]
+    (tmp_path / "metrics" / "grpo-seed0.jsonl").write_text("\n".join(map(json.dumps, rows)))
+    gf.main([str(tmp_path), "--block", "2"])
+    out = capsys.readouterr().out
+    first = "trained 1/2, other 0/126" if ids[0] in trained else "trained 0/2, other 1/126"
+    assert f"0: {first}; 8: trained 2/2, other 0/126" in out
+    assert "rollout success by 2 iterations: 0.500" in out
+    assert "kl to reference at the end 0.0200; largest approx_kl 3.00e-03 (iteration 2)" in out
+
+
+def test_a_folder_without_cells_is_one_line(tmp_path):
+    with pytest.raises(SystemExit, match="no cells"):
+        gf.main([str(tmp_path)])
