@@ -13,14 +13,13 @@ improves. This script reads `seedrl compare` result folders and prints, for each
 
     python benchmarks/grpo_fit.py benchmarks/results/sokoban_grpo_fit/fit_lr3e-5 [more folders] [--block 5]
 
-A cell's ``metrics.jsonl`` is read from ``FOLDER/metrics/<cell>.jsonl`` when the folder carries a copy
+A cell's ``metrics.jsonl`` is read from ``FOLDER/metrics/<cell>/`` when the folder carries a copy
 (committed results), else from the cell's ``run_dir``.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +64,18 @@ def movement(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def metrics_rows(folder: Path, cell: dict[str, Any]) -> list[dict[str, Any]]:
+    """The run's metrics rows: ``FOLDER/metrics/<cell>/metrics.jsonl`` (a committed copy), else the cell's
+    ``run_dir``."""
     from seedrl.experiments.compare import cell_name, read_metrics
 
     name = cell_name(cell["algo"], cell["seed"])  # "algo" carries a --tag already: seed+oracle_opd1
-    copy = folder / "metrics" / f"{name}.jsonl"
-    if copy.is_file():
-        by_it = {int(r["iteration"]): r for r in (json.loads(ln) for ln in copy.read_text().splitlines() if ln.strip())}
-        return [by_it[k] for k in sorted(by_it)]
-    run = Path(cell["run_dir"])
-    if not (run / "metrics.jsonl").is_file():
-        raise SystemExit(f"{folder}: no metrics/{name}.jsonl and no {run / 'metrics.jsonl'}")
-    return read_metrics(run)
+    for run in (folder / "metrics" / name, Path(cell["run_dir"])):
+        if (run / "metrics.jsonl").is_file():
+            rows = read_metrics(run)
+            if not rows:
+                raise SystemExit(f"{run / 'metrics.jsonl'} has no rows")
+            return rows
+    raise SystemExit(f"{folder}: no metrics/{name}/metrics.jsonl and no {Path(cell['run_dir']) / 'metrics.jsonl'}")
 
 
 def report(folder: Path, block: int) -> list[str]:

@@ -56,12 +56,15 @@ def test_report_reads_the_metrics_copy_next_to_the_cells(tmp_path, capsys):
                      {"episodes": 8, "panels": {"valid_seen": {"won": won1}}}]
     (tmp_path / "cells").mkdir()
     (tmp_path / "cells" / "grpo-seed0.json").write_text(json.dumps(cell))
-    with pytest.raises(SystemExit, match="no metrics/grpo-seed0.jsonl"):
+    with pytest.raises(SystemExit, match="no metrics/grpo-seed0/metrics.jsonl"):
         gf.main([str(tmp_path)])
-    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "grpo-seed0").mkdir(parents=True)
+    (tmp_path / "metrics" / "grpo-seed0" / "metrics.jsonl").write_text("")
+    with pytest.raises(SystemExit, match="has no rows"):
+        gf.main([str(tmp_path)])
     rows = [{"iteration": i, "rollout/success_rate": s, "ppo/approx_kl": k, "loss/kl": 0.01 * i,
              "rollout/invalid_rate": 0.0} for i, s, k in ((1, 0.25, 0.001), (2, 0.75, 0.003))]
-    (tmp_path / "metrics" / "grpo-seed0.jsonl").write_text("\n".join(map(json.dumps, rows)))
+    (tmp_path / "metrics" / "grpo-seed0" / "metrics.jsonl").write_text("\n".join(map(json.dumps, rows)))
     gf.main([str(tmp_path), "--block", "2"])
     out = capsys.readouterr().out
     first = "trained 1/2, other 0/126" if ids[0] in trained else "trained 0/2, other 1/126"
