@@ -24,20 +24,32 @@ from pathlib import Path
 from typing import Any
 
 
-def train_task_ids(config: dict[str, Any]) -> set[str]:
+def _checked(panel, stored_hash: str | None, what: str):
+    """``panel``, if it is the one the cell recorded: a changed env or option must fail here, not silently
+    pair one task's outcome with another task."""
+    if stored_hash is not None and not panel.matches(stored_hash):
+        raise SystemExit(f"the {what} panel rebuilt from the cell's config has hash {panel.hash}, the cell "
+                         f"recorded {stored_hash}: the env or its options changed since the run")
+    return panel
+
+
+def train_task_ids(config: dict[str, Any], stored_hash: str | None = None) -> set[str]:
     """The task ids of a run's train panel, rebuilt from its config as the trainer builds it."""
     from seedrl.envs.panels import build_panel
 
     e = config["env"]
-    return set(build_panel(e["name"], e.get("train_split", "train"), e.get("train_size"), **e["kwargs"]).task_ids)
+    panel = build_panel(e["name"], e.get("train_split", "train"), e.get("train_size"), **e["kwargs"])
+    return set(_checked(panel, stored_hash, "train").task_ids)
 
 
-def eval_task_ids(config: dict[str, Any], split: str) -> list[str]:
-    """The task ids of one evaluated panel, in the order of a cell's ``won`` strings."""
+def eval_task_ids(config: dict[str, Any], split: str, stored_hash: str | None = None) -> list[str]:
+    """The task ids of one evaluated panel (the trainer's ``subset(eval.num_tasks)``), in the order of a
+    cell's ``won`` strings."""
     from seedrl.envs.panels import build_panel
 
     e = config["env"]
-    return list(build_panel(e["name"], split, None, **e["kwargs"]).subset(config["eval"]["num_tasks"]).task_ids)
+    panel = build_panel(e["name"], split, None, **e["kwargs"]).subset(config["eval"]["num_tasks"])
+    return list(_checked(panel, stored_hash, split).task_ids)
 
 
 def split_wins(won: str, task_ids: list[str], trained: set[str]) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -56,11 +68,11 @@ def block_means(values: list[float], block: int) -> list[float]:
 
 def movement(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """KL to the reference at the last iteration and the largest per-iteration approx_kl."""
-    kls = [r["ppo/approx_kl"] for r in rows if "ppo/approx_kl" in r]
-    worst = max(range(len(kls)), key=lambda i: kls[i]) if kls else None
+    with_kl = [r for r in rows if "ppo/approx_kl" in r]
+    worst = max(with_kl, key=lambda r: r["ppo/approx_kl"]) if with_kl else None
     return {"kl_ref_last": rows[-1].get("loss/kl") if rows else None,
-            "approx_kl_max": None if worst is None else kls[worst],
-            "approx_kl_max_iteration": None if worst is None else rows[worst]["iteration"]}
+            "approx_kl_max": None if worst is None else worst["ppo/approx_kl"],
+            "approx_kl_max_iteration": None if worst is None else worst["iteration"]}
 
 
 def metrics_rows(folder: Path, cell: dict[str, Any]) -> list[dict[str, Any]]:
@@ -87,13 +99,13 @@ def report(folder: Path, block: int) -> list[str]:
     lines = []
     for cell in cells:
         cfg = cell["config"]
-        trained = train_task_ids(cfg)
+        trained = train_task_ids(cfg, cell.get("panel_hashes", {}).get("train"))
         e = cfg["env"]
         lines.append(f"{folder.name}: {cell['algo']} seed {cell['seed']}, lr {cfg['optim']['lr']:g}, "
                      f"train {e.get('train_split', 'train')}[:{e.get('train_size') or 'all'}], "
                      f"{cell['budget_episodes']} episodes")
         for split in cell["splits"]:
-            ids = eval_task_ids(cfg, split)
+            ids = eval_task_ids(cfg, split, cell["curve"][0]["panels"][split].get("panel_hash"))
             parts = []
             for pt in cell["curve"]:
                 (wi, ni), (wo, no) = split_wins(pt["panels"][split]["won"], ids, trained)
@@ -105,8 +117,9 @@ def report(folder: Path, block: int) -> list[str]:
                      + " ".join(f"{m:.3f}" for m in block_means(succ, block)))
         mv = movement(rows)
         kl = "n/a" if mv["kl_ref_last"] is None else f"{mv['kl_ref_last']:.4f}"
-        lines.append(f"  kl to reference at the end {kl}; largest approx_kl {mv['approx_kl_max']:.2e} "
-                     f"(iteration {mv['approx_kl_max_iteration']}); last rollout invalid rate "
+        worst = ("n/a" if mv["approx_kl_max"] is None
+                 else f"{mv['approx_kl_max']:.2e} (iteration {mv['approx_kl_max_iteration']})")
+        lines.append(f"  kl to reference at the end {kl}; largest approx_kl {worst}; last rollout invalid rate "
                      f"{rows[-1]['rollout/invalid_rate']:.3f}")
     return lines
 

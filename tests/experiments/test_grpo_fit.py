@@ -28,6 +28,10 @@ def test_block_means_and_movement_by_hand():
             {"iteration": 2, "ppo/approx_kl": 0.4, "loss/kl": 0.2},
             {"iteration": 3, "ppo/approx_kl": -0.001, "loss/kl": 5.1}]
     assert gf.movement(rows) == {"kl_ref_last": 5.1, "approx_kl_max": 0.4, "approx_kl_max_iteration": 2}
+    # a row without approx_kl (e.g. an iteration with no update) does not shift which iteration is named
+    assert gf.movement([{"iteration": 1}] + rows)["approx_kl_max_iteration"] == 2
+    assert gf.movement([{"iteration": 1, "loss/kl": 0.3}]) == {"kl_ref_last": 0.3, "approx_kl_max": None,
+                                                               "approx_kl_max_iteration": None}
 
 
 def _cell(train_split, train_size):
@@ -41,6 +45,13 @@ def test_a_run_trained_on_part_of_the_panel_sees_those_tasks_as_trained():
     trained, ids = gf.train_task_ids(cfg), gf.eval_task_ids(cfg, "valid_seen")
     assert len(ids) == 128 and trained == set(build_panel("sokoban", "valid_seen", 2, **KW).task_ids)
     assert sum(t in trained for t in ids) == 2
+    # the hashes the cell recorded must name the rebuilt panels: outcomes are paired to tasks by position
+    stored = build_panel("sokoban", "valid_seen", None, **KW).hash
+    assert gf.eval_task_ids(cfg, "valid_seen", stored) == ids
+    with pytest.raises(SystemExit, match="valid_seen panel rebuilt .* recorded 0123456789abcdef"):
+        gf.eval_task_ids(cfg, "valid_seen", "0123456789abcdef")
+    with pytest.raises(SystemExit, match="train panel rebuilt"):
+        gf.train_task_ids(cfg, stored)  # the 128-room panel's hash is not the 2-room train panel's
     # the usual run trains on the train split: no evaluated room is a train room
     assert not set(gf.eval_task_ids(_cell("train", None)["config"], "valid_seen")) & gf.train_task_ids(
         _cell("train", None)["config"])
