@@ -8,8 +8,9 @@ improves. This script reads `seedrl compare` result folders and prints, for each
   trains on beside 96 it never sees) and on the rest of the panel;
 - the training-rollout success (``rollout/success_rate``, temperature of the run) averaged over blocks
   of iterations: runs of one seed draw the same task stream, so blocks compare across cells;
-- how far the policy moved: the per-token KL to the reference model (``loss/kl``) at the last iteration
-  and the largest per-iteration ``ppo/approx_kl``, with the iteration it happened in.
+- how far the policy moved: the per-token KL to the reference model (``loss/kl``) at the last iteration,
+  the largest per-iteration ``ppo/approx_kl`` with the iteration it happened in, and the largest
+  ``ppo/clipfrac``.
 
     python benchmarks/grpo_fit.py benchmarks/results/sokoban_grpo_fit/fit_lr3e-5 [more folders] [--block 5]
 
@@ -67,12 +68,15 @@ def block_means(values: list[float], block: int) -> list[float]:
 
 
 def movement(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """KL to the reference at the last iteration and the largest per-iteration approx_kl."""
+    """KL to the reference at the last iteration, the largest per-iteration approx_kl (and its iteration)
+    and the largest clip fraction."""
     with_kl = [r for r in rows if "ppo/approx_kl" in r]
     worst = max(with_kl, key=lambda r: r["ppo/approx_kl"]) if with_kl else None
+    clips = [r["ppo/clipfrac"] for r in rows if "ppo/clipfrac" in r]
     return {"kl_ref_last": rows[-1].get("loss/kl") if rows else None,
             "approx_kl_max": None if worst is None else worst["ppo/approx_kl"],
-            "approx_kl_max_iteration": None if worst is None else worst["iteration"]}
+            "approx_kl_max_iteration": None if worst is None else worst["iteration"],
+            "clipfrac_max": max(clips) if clips else None}
 
 
 def metrics_rows(folder: Path, cell: dict[str, Any]) -> list[dict[str, Any]]:
@@ -119,8 +123,9 @@ def report(folder: Path, block: int) -> list[str]:
         kl = "n/a" if mv["kl_ref_last"] is None else f"{mv['kl_ref_last']:.4f}"
         worst = ("n/a" if mv["approx_kl_max"] is None
                  else f"{mv['approx_kl_max']:.2e} (iteration {mv['approx_kl_max_iteration']})")
-        lines.append(f"  kl to reference at the end {kl}; largest approx_kl {worst}; last rollout invalid rate "
-                     f"{rows[-1]['rollout/invalid_rate']:.3f}")
+        clip = "n/a" if mv["clipfrac_max"] is None else f"{mv['clipfrac_max']:.4f}"
+        lines.append(f"  kl to reference at the end {kl}; largest approx_kl {worst}; largest clipfrac {clip}; "
+                     f"last rollout invalid rate {rows[-1]['rollout/invalid_rate']:.3f}")
     return lines
 
 

@@ -24,14 +24,16 @@ def test_split_wins_counts_trained_and_other_tasks_by_id():
 
 def test_block_means_and_movement_by_hand():
     assert gf.block_means([1.0, 0.0, 0.5, 0.5, 1.0], 2) == [0.5, 0.5, 1.0]
-    rows = [{"iteration": 1, "ppo/approx_kl": 0.01, "loss/kl": 0.0},
-            {"iteration": 2, "ppo/approx_kl": 0.4, "loss/kl": 0.2},
-            {"iteration": 3, "ppo/approx_kl": -0.001, "loss/kl": 5.1}]
-    assert gf.movement(rows) == {"kl_ref_last": 5.1, "approx_kl_max": 0.4, "approx_kl_max_iteration": 2}
+    rows = [{"iteration": 1, "ppo/approx_kl": 0.01, "loss/kl": 0.0, "ppo/clipfrac": 0.03},
+            {"iteration": 2, "ppo/approx_kl": 0.4, "loss/kl": 0.2, "ppo/clipfrac": 0.01},
+            {"iteration": 3, "ppo/approx_kl": -0.001, "loss/kl": 5.1, "ppo/clipfrac": 0.0}]
+    assert gf.movement(rows) == {"kl_ref_last": 5.1, "approx_kl_max": 0.4, "approx_kl_max_iteration": 2,
+                                 "clipfrac_max": 0.03}
     # a row without approx_kl (e.g. an iteration with no update) does not shift which iteration is named
     assert gf.movement([{"iteration": 1}] + rows)["approx_kl_max_iteration"] == 2
     assert gf.movement([{"iteration": 1, "loss/kl": 0.3}]) == {"kl_ref_last": 0.3, "approx_kl_max": None,
-                                                               "approx_kl_max_iteration": None}
+                                                               "approx_kl_max_iteration": None,
+                                                               "clipfrac_max": None}
 
 
 def _cell(train_split, train_size):
@@ -74,14 +76,14 @@ def test_report_reads_the_metrics_copy_next_to_the_cells(tmp_path, capsys):
     with pytest.raises(SystemExit, match="has no rows"):
         gf.main([str(tmp_path)])
     rows = [{"iteration": i, "rollout/success_rate": s, "ppo/approx_kl": k, "loss/kl": 0.01 * i,
-             "rollout/invalid_rate": 0.0} for i, s, k in ((1, 0.25, 0.001), (2, 0.75, 0.003))]
+             "ppo/clipfrac": 0.002 * i, "rollout/invalid_rate": 0.0} for i, s, k in ((1, 0.25, 0.001), (2, 0.75, 0.003))]
     (tmp_path / "metrics" / "grpo-seed0" / "metrics.jsonl").write_text("\n".join(map(json.dumps, rows)))
     gf.main([str(tmp_path), "--block", "2"])
     out = capsys.readouterr().out
     first = "trained 1/2, other 0/126" if ids[0] in trained else "trained 0/2, other 1/126"
     assert f"0: {first}; 8: trained 2/2, other 0/126" in out
     assert "rollout success by 2 iterations: 0.500" in out
-    assert "kl to reference at the end 0.0200; largest approx_kl 3.00e-03 (iteration 2)" in out
+    assert "kl to reference at the end 0.0200; largest approx_kl 3.00e-03 (iteration 2); largest clipfrac 0.0040" in out
 
 
 def test_a_folder_without_cells_is_one_line(tmp_path):
