@@ -181,6 +181,30 @@ class AlgoConfig(_Strict):
     dual_clip_c: Annotated[float, Field(gt=1)] = 3.0
     kl_coef: NonNegFloat = 0.01
     entropy_coef: NonNegFloat = 0.001
+    #: asymmetric PPO clip, DAPO's "clip-higher" (arXiv 2503.14476: low 0.2, high 0.28); None = clip_ratio
+    clip_ratio_low: Annotated[float, Field(gt=0, lt=1)] | None = None
+    clip_ratio_high: Annotated[float, Field(gt=0)] | None = None
+    #: weights of positive and negative advantages (1, 1: GRPO; 1, 0: rejection-sampling fine-tuning
+    #: on the policy's own better-than-group episodes)
+    pos_adv_coef: NonNegFloat = 1.0
+    neg_adv_coef: NonNegFloat = 1.0
+    #: DAPO dynamic sampling (verl ``filter_groups``): drop every group whose episode rewards are all
+    #: equal and roll out more tasks until ``rollout.tasks_per_batch`` groups remain, at most
+    #: ``dynamic_sampling_rounds`` rollouts per iteration (then update on the groups kept; with none,
+    #: the iteration makes no update: ``update/skipped``). Dropped episodes are counted (``sampling/*``):
+    #: they cost environment episodes like any other.
+    dynamic_sampling: bool = False
+    dynamic_sampling_rounds: PosInt = 4
+    #: RAGEN StarPO-S variance filtering (arXiv 2504.20073): keep this share of each batch's groups,
+    #: those with the largest episode-reward std first (1.0 keeps all; RAGEN uses 0.25)
+    keep_group_frac: Annotated[float, Field(gt=0, le=1)] = 1.0
+    #: replay of supervised data in the update (InstructGPT's PPO-ptx, arXiv 2203.02155): every
+    #: mini-batch adds expert demonstrations of the env's ``train`` split (the warm start's kind of
+    #: data) making up ``replay_share`` of its response tokens, with an NLL term of weight ``replay_coef``
+    replay_coef: NonNegFloat = 0.0
+    replay_share: Annotated[float, Field(gt=0, lt=1)] = 0.25
+    replay_demo_tasks: PosInt = 256
+    replay_demo_noise: Fraction = 0.2
 
     @field_validator("name")
     @classmethod
@@ -201,6 +225,16 @@ class OptimConfig(_Strict):
     mini_batch_size: PosInt | None = 64
     micro_batch_size: PosInt = 8
     warmup_steps: NonNegInt = 0
+    #: the PPO ratio's old log-probs: ``recompute`` (a forward pass over the batch) or ``rollout`` (the
+    #: generator's own, recorded while sampling: hf backend only, which samples from the policy's own
+    #: weights; saves that pass; ``check/rollout_logp_drift`` is then 0 by construction: measure it
+    #: with ``recompute``, ~1e-4 on the hf backend)
+    old_logp: Literal["recompute", "rollout"] = "recompute"
+    #: compute each distinct step sample once: the old/reference log-prob passes score each distinct
+    #: (prompt, response) pair once, and a mini-batch's identical samples (same pair, advantage and
+    #: log-probs) run one forward/backward weighted by their count. The same update up to float
+    #: rounding; a peaked policy's groups repeat most of their steps
+    dedupe: bool = True
 
 
 class EvalConfig(_Strict):
@@ -258,6 +292,14 @@ class TrainConfig(_Strict):
     optim: OptimConfig = Field(default_factory=OptimConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+
+    @model_validator(mode="after")
+    def _rollout_logprobs(self) -> TrainConfig:
+        if self.optim.old_logp == "rollout" and self.rollout.backend != "hf":
+            raise ValueError(f"optim.old_logp=rollout reuses the generator's log-probs, which only the hf backend "
+                             f"computes with the policy's own weights; with rollout.backend={self.rollout.backend} "
+                             f"use optim.old_logp=recompute")
+        return self
 
     @model_validator(mode="after")
     def _method_defaults(self) -> TrainConfig:

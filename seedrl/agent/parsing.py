@@ -30,6 +30,18 @@ def parse_action(text: str) -> str | None:
     return action
 
 
+def action_span(text: str) -> tuple[int, int] | None:
+    """Character span ``[start, end)`` of the action :func:`parse_action` reads (the last
+    ``<action>`` block's content without its surrounding whitespace), or None when that turn has no
+    valid action (no block, an empty one, or one over ``MAX_ACTION_CHARS``)."""
+    if parse_action(text) is None:
+        return None
+    m = list(_ACTION_RE.finditer(text))[-1]
+    content = m.group(1)
+    start = m.start(1) + len(content) - len(content.lstrip())
+    return start, m.end(1) - (len(content) - len(content.rstrip()))
+
+
 _CJK_RE = re.compile(r"[\u4e00-\u9fff]")
 
 

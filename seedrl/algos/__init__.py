@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from seedrl.algos.advantages import broadcast_to_tokens, grpo_advantages, invalid_action_penalty
+from seedrl.algos.advantages import (
+    broadcast_to_tokens,
+    group_reward_std,
+    grpo_advantages,
+    invalid_action_penalty,
+    scale_by_sign,
+    select_groups,
+)
 from seedrl.algos.losses import (
     entropy_from_logits,
     kl_k3,
@@ -18,6 +25,7 @@ from seedrl.algos.losses import (
 __all__ = [
     "broadcast_to_tokens",
     "entropy_from_logits",
+    "group_reward_std",
     "grpo_advantages",
     "invalid_action_penalty",
     "kl_k3",
@@ -25,6 +33,8 @@ __all__ = [
     "opd_loss",
     "opid_advantage",
     "ppo_clip_loss",
+    "scale_by_sign",
+    "select_groups",
     "skill_sd_loss",
     "token_logprobs",
     "token_mean",

@@ -8,12 +8,14 @@ pure tensor functions: no I/O, no models, no Python loops over samples.
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
 from torch import Tensor
 
-__all__ = ["invalid_action_penalty", "grpo_advantages", "broadcast_to_tokens"]
+__all__ = ["invalid_action_penalty", "grpo_advantages", "broadcast_to_tokens", "scale_by_sign", "group_reward_std",
+           "select_groups"]
 
 
 def invalid_action_penalty(episode_reward: Tensor, action_valid: Tensor, coef: float) -> Tensor:
@@ -142,3 +144,61 @@ def broadcast_to_tokens(adv: Tensor, response_mask: Tensor) -> Tensor:
         ``[N, T]`` tensor ``adv[:, None] * response_mask`` in ``adv``'s dtype.
     """
     return adv.unsqueeze(-1) * response_mask.to(adv.dtype)
+
+
+def scale_by_sign(adv: Tensor, pos_coef: float = 1.0, neg_coef: float = 1.0) -> Tensor:
+    """``pos_coef * A`` where ``A > 0``, ``neg_coef * A`` where ``A < 0`` (0 stays 0).
+
+    ``[N]`` -> ``[N]``. ``(1, 0)`` keeps only better-than-group samples: rejection-sampling
+    fine-tuning weighted by the advantage; ``(1, 1)`` is the identity (GRPO).
+    """
+    return torch.where(adv > 0, adv * pos_coef, torch.where(adv < 0, adv * neg_coef, adv))
+
+
+def group_reward_std(rewards: Tensor, group_index: Tensor) -> tuple[Tensor, Tensor]:
+    """Per-group population std of episode rewards, one reward per trajectory.
+
+    Args:
+        rewards: ``[M]`` episode rewards, one per trajectory.
+        group_index: ``[M]`` int group id of each trajectory (any integers).
+
+    Returns:
+        ``(groups, std)``: ``[G]`` the sorted distinct group ids and ``[G]`` the std of each
+        group's rewards (0 for a group whose rewards are all equal, and for a group of one).
+    """
+    groups, gid = torch.unique(group_index, return_inverse=True)
+    r = rewards.to(torch.float64)
+    g = len(groups)
+    count = torch.zeros(g, dtype=r.dtype).index_add_(0, gid, torch.ones_like(r))
+    mean = torch.zeros(g, dtype=r.dtype).index_add_(0, gid, r) / count
+    var = torch.zeros(g, dtype=r.dtype).index_add_(0, gid, (r - mean[gid]) ** 2) / count
+    return groups, var.sqrt()
+
+
+def select_groups(rewards: Tensor, group_index: Tensor, *, drop_uniform: bool = False,
+                  keep_frac: float = 1.0, max_groups: int | None = None, tol: float = 1e-9) -> Tensor:
+    """The group ids an update keeps, in their order of first appearance.
+
+    ``drop_uniform`` (DAPO dynamic sampling's filter): drop every group whose episode rewards are all
+    equal (std <= ``tol``); it carries no outcome advantage. ``keep_frac`` < 1 (RAGEN StarPO-S
+    variance filtering): keep the ``ceil(keep_frac * G)`` groups of largest reward std (ties: the
+    earlier group first). ``max_groups``: then keep at most that many, earliest first (DAPO trims the
+    refilled batch to the train batch size).
+
+    Args: ``rewards`` ``[M]`` and ``group_index`` ``[M]``, one entry per trajectory.
+    Returns: ``[K]`` int64 group ids, in the order they first appear in ``group_index``.
+    """
+    if not 0 < keep_frac <= 1:
+        raise ValueError(f"keep_frac must be in (0, 1], got {keep_frac}")
+    groups, std = group_reward_std(rewards, group_index)
+    first = {int(g): i for i, g in reversed(list(enumerate(group_index.tolist())))}
+    order = sorted(range(len(groups)), key=lambda k: first[int(groups[k])])  # appearance order
+    keep = [k for k in order if not (drop_uniform and float(std[k]) <= tol)]
+    if keep_frac < 1:
+        n = math.ceil(keep_frac * len(order))
+        rank = {k: i for i, k in enumerate(order)}
+        ranked = set(sorted(keep, key=lambda k: (-float(std[k]), rank[k]))[:n])
+        keep = [k for k in keep if k in ranked]
+    if max_groups is not None:
+        keep = keep[:max_groups]
+    return torch.tensor([int(groups[k]) for k in keep], dtype=torch.int64)

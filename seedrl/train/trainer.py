@@ -25,7 +25,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from seedrl.algos import grpo_advantages, invalid_action_penalty, kl_k3, ppo_clip_loss, token_mean
+from seedrl.agent.parsing import action_span
+from seedrl.algos import (
+    grpo_advantages,
+    invalid_action_penalty,
+    kl_k3,
+    ppo_clip_loss,
+    scale_by_sign,
+    select_groups,
+    token_mean,
+)
 from seedrl.config import TrainConfig, save_config
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class
@@ -88,6 +97,8 @@ class UpdateBatch:
     ref_logp: list[torch.Tensor] | None = None
     teacher_logp: list[torch.Tensor] | None = None
     signal: torch.Tensor | None = None
+    #: per sample, what makes two samples' losses identical (:func:`sample_keys`); None: no merging
+    keys: list[tuple] | None = None
 
 
 #: files of a run folder whose rows carry an "iteration" (MetricsLogger.row_files)
@@ -98,7 +109,8 @@ ROW_FILES = ("metrics.jsonl", "eval.jsonl", "skills.jsonl")
 #: how often it saves, what is logged and evaluated, and how fast or where it computes. Entries
 #: are keys or sections (a section covers every key under it). Every other change is refused.
 #: ``optim.micro_batch_size`` only splits a mini-batch into gradient-accumulation pieces (the same
-#: update up to float rounding); ``model.gradient_checkpointing`` trades memory for recomputation;
+#: update up to float rounding), as ``optim.dedupe`` only merges identical samples (the same update
+#: up to float rounding); ``model.gradient_checkpointing`` trades memory for recomputation;
 #: ``env.workers``/``env.step_timeout_s`` are the env pool's parallelism and hang guard (results
 #: never depend on the number of workers); ``skills.api.{base_url,api_key_env,timeout_s,concurrency}``
 #: say where and how fast the analyzer endpoint is reached, not which model answers. Refused, for
@@ -107,8 +119,8 @@ ROW_FILES = ("metrics.jsonl", "eval.jsonl", "skills.jsonl")
 RESUME_SAFE_KEYS = (
     "run_dir", "iterations", "save_every", "keep_checkpoints", "torch_threads", "log", "eval",
     "env.workers", "env.step_timeout_s", "env.executor", "env.ray_address", "model.gradient_checkpointing",
-    "optim.micro_batch_size", "skills.api.base_url", "skills.api.api_key_env", "skills.api.timeout_s",
-    "skills.api.concurrency", "rollout.vllm_gpu_memory_utilization", "rollout.vllm_kv_cache_gb",
+    "optim.micro_batch_size", "optim.dedupe", "skills.api.base_url", "skills.api.api_key_env",
+    "skills.api.timeout_s", "skills.api.concurrency", "rollout.vllm_gpu_memory_utilization", "rollout.vllm_kv_cache_gb",
     "rollout.vllm_enforce_eager", "rollout.vllm_sleep",
 )
 
@@ -161,6 +173,10 @@ class Trainer:
             raise SeedRLError("rollout_shards is for a single process; several processes shard by rank")
         task_block(cfg.rollout.tasks_per_batch, self.world if self.world.active else World(0, rollout_shards))
         self.rollout_shards = self.world.size if self.world.active else rollout_shards
+        a = cfg.algo
+        if self.rollout_shards != 1 and (a.dynamic_sampling or a.keep_group_frac < 1 or a.replay_coef > 0):
+            raise SeedRLError("algo.dynamic_sampling, algo.keep_group_frac < 1 and algo.replay_coef > 0 run in a "
+                              "single process for now; launch one process or turn them off")
         main = self.world.main
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
@@ -230,6 +246,8 @@ class Trainer:
         #: every evaluated panel, primary (``eval.split`` or the first of ``eval.splits``) first
         self.eval_panels = {s: build_panel(e.name, s, None, **e.kwargs) for s in cfg.eval.split_list}
         self.eval_panel = next(iter(self.eval_panels.values()))
+        #: (prompt ids, response ids) of the expert demonstrations replayed in every mini-batch (PPO-ptx)
+        self.replay_pairs = replay_pool(cfg, self.tokenizer) if cfg.algo.replay_coef > 0 else []
         if main:
             self.train_panel.save(self.run_dir / "panel_train.json")
             for split, panel in self.eval_panels.items():
@@ -340,15 +358,17 @@ class Trainer:
         return out
 
     # ------------------------------------------------------------------ stages
-    def collect(self, timings: dict[str, float]) -> list[Trajectory]:
+    def collect(self, timings: dict[str, float], round_: int = 0) -> list[Trajectory]:
         """This process's trajectories of the next batch (every one of them in a single process).
 
         With several processes (or ``rollout_shards``), the tasks are cut into equal contiguous
         blocks; block ``r`` is played with seed ``shard_seed(base, r)`` and keeps the global
-        ``traj_id``s and ``group_id``s it has in the batch, so the blocks concatenated are the batch."""
+        ``traj_id``s and ``group_id``s it has in the batch, so the blocks concatenated are the batch.
+        ``round_`` > 0: a further rollout of the same iteration (dynamic sampling) on the next tasks, with
+        its own seed; its group ids follow the earlier rounds'."""
         tasks = self.next_tasks()
         e = self.cfg.env
-        base = self.cfg.seed * 100_003 + self.iteration
+        base = self.cfg.seed * 100_003 + self.iteration + round_ * 10_000_019
         gs = self.cfg.rollout.group_size
         pool = self._env_pool()
         if self.rollout_shards == 1:
@@ -368,7 +388,47 @@ class Trainer:
                         s.group_id = t.group_id
                     trajs.append(t)
         self.traj_counter += len(tasks) * gs
+        if round_:
+            for t in trajs:
+                t.group_id += round_ * len(tasks)
+                for s in t.steps:
+                    s.group_id = t.group_id
         return trajs
+
+    def collect_batch(self, timings: dict[str, float]) -> tuple[list[Trajectory], dict[str, float]]:
+        """The trajectories of this iteration's update and the ``sampling/*`` metrics.
+
+        Without group filters: one rollout (:meth:`collect`). With ``algo.keep_group_frac`` < 1 the
+        groups of largest reward std are kept; with ``algo.dynamic_sampling`` (DAPO) groups whose
+        episode rewards are all equal are dropped and further rounds of ``tasks_per_batch`` tasks are
+        played until ``tasks_per_batch`` groups remain (then trimmed to it) or
+        ``dynamic_sampling_rounds`` rounds were played. Every played episode is counted."""
+        a = self.cfg.algo
+        trajs = self.collect(timings)
+        if not a.dynamic_sampling and a.keep_group_frac >= 1:
+            return trajs, {}
+        want = self.cfg.rollout.tasks_per_batch
+        played: list[Trajectory] = []
+        kept: list[Trajectory] = []
+        rounds = 0
+        while True:
+            rounds += 1
+            played += trajs
+            keep = set(select_groups(torch.tensor([t.episode_reward for t in trajs], dtype=torch.float64),
+                                     torch.tensor([t.group_id for t in trajs]), drop_uniform=a.dynamic_sampling,
+                                     keep_frac=a.keep_group_frac).tolist())
+            kept += [t for t in trajs if t.group_id in keep]
+            if (not a.dynamic_sampling or len({t.group_id for t in kept}) >= want
+                    or rounds >= a.dynamic_sampling_rounds):
+                break
+            trajs = self.collect(timings, round_=rounds)
+        if a.dynamic_sampling:
+            first = set(sorted({t.group_id for t in kept})[:want])
+            kept = [t for t in kept if t.group_id in first]
+        return kept, {"sampling/rounds": rounds, "sampling/episodes": len(played),
+                      "sampling/groups_played": len({t.group_id for t in played}),
+                      "sampling/groups_kept": len({t.group_id for t in kept}),
+                      "sampling/success_rate_played": sum(t.won for t in played) / max(1, len(played))}
 
     def _env_pool(self) -> EnvExecutor | None:
         """The warm worker pool of the process and Ray executors, started at the first rollout and
@@ -392,9 +452,24 @@ class Trainer:
             close()
 
     def logprobs(self, model, samples: list[StepSample]) -> list[torch.Tensor]:
-        return batched_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
-                                self.tokenizer.pad_token_id, self.cfg.optim.micro_batch_size,
-                                bf16=self.precision.bf16)
+        """Per-sample response log-probs under ``model``. Samples with the same prompt and response
+        (a peaked policy's group replays the same steps) are scored once and share the result
+        (``optim.dedupe``; the same values up to the float rounding of another batch shape)."""
+        where, unique = (unique_pairs(samples) if self.cfg.optim.dedupe
+                         else (list(range(len(samples))), list(range(len(samples)))))
+        scored = batched_logprobs(model, [samples[i].prompt_ids for i in unique],
+                                  [samples[i].response_ids for i in unique], self.tokenizer.pad_token_id,
+                                  self.cfg.optim.micro_batch_size, bf16=self.precision.bf16)
+        return [scored[j] for j in where]
+
+    def old_logprobs(self, samples: list[StepSample]) -> list[torch.Tensor]:
+        """The rollout policy's log-probs of the sampled tokens, the PPO ratio's denominator:
+        recomputed by a forward pass (``optim.old_logp: recompute``) or the ones the generator
+        recorded while sampling (``rollout``: the same weights, untempered; they differ from the
+        recomputation by ``check/rollout_logp_drift``, ~1e-4 on the hf backend)."""
+        if self.cfg.optim.old_logp == "rollout":
+            return [torch.tensor(s.logprobs, dtype=torch.float32) for s in samples]
+        return self.logprobs(self.model, samples)
 
     def reference_logprobs(self, samples: list[StepSample]) -> list[torch.Tensor] | None:
         if self.cfg.algo.kl_coef <= 0:
@@ -459,9 +534,10 @@ class Trainer:
         scores = invalid_action_penalty(
             torch.tensor([ep_reward[s.traj_id] for s in samples], dtype=torch.float64),
             torch.tensor([not penalized(s, rule) for s in samples]), a.invalid_penalty)
-        return grpo_advantages(scores, torch.tensor([s.group_id for s in samples]),
-                               torch.tensor([tindex[s.traj_id] for s in samples]), norm=a.adv_norm,
-                               stats=a.adv_stats).float()
+        adv = grpo_advantages(scores, torch.tensor([s.group_id for s in samples]),
+                              torch.tensor([tindex[s.traj_id] for s in samples]), norm=a.adv_norm,
+                              stats=a.adv_stats)
+        return scale_by_sign(adv, a.pos_adv_coef, a.neg_adv_coef).float()
 
     def update(self, batch: UpdateBatch) -> dict[str, float]:
         """PPO epochs over shuffled mini-batches; micro-batches accumulate gradients.
@@ -498,21 +574,29 @@ class Trainer:
                 # sharded: each backward is a collective, so every rank runs as many micro-batches
                 micro = (layout.most_micro_batches(idx, o.micro_batch_size)
                          if fsdp.is_sharded(self.model) else None)
-                stats = self.minibatch_step(batch, layout.local(idx), denom, signal_denom, micro)
+                replay = (replay_draw([len(r) for _, r in self.replay_pairs], denom, self.cfg.algo.replay_share, g)
+                          if self.replay_pairs else None)
+                stats = self.minibatch_step(batch, layout.local(idx), denom, signal_denom, micro, replay)
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 steps += 1
         return {k: v / max(1, steps) for k, v in sums.items()} | {"optim_steps": steps}
 
     def minibatch_step(self, batch: UpdateBatch, idx: list[int], denom: float,
-                       signal_denom: float = 0.0, micro_batches: int | None = None) -> dict[str, float]:
+                       signal_denom: float = 0.0, micro_batches: int | None = None,
+                       replay: list[int] | None = None) -> dict[str, float]:
         """One optimizer step on the samples ``idx`` of ``batch``: PPO clip, entropy, KL, and the
         method's signal (an advantage shift and/or a loss term; see :mod:`seedrl.methods.signals`).
+        ``replay``: indices into ``self.replay_pairs`` whose NLL joins the step (:meth:`_replay_loss`).
         ``micro_batches``: how many forward/backward passes every rank runs (a sharded model, whose
         every backward is a collective); see :meth:`_passes` for the passes a rank adds to its own."""
         o = self.cfg.optim
         self.optimizer.zero_grad(set_to_none=True)
         acc: dict[str, float] = {}
+        count = {i: 1 for i in idx}
+        if batch.keys is not None:  # identical samples: one forward, weighted by their count
+            idx, weights = merge_duplicates(idx, batch.keys)
+            count = dict(zip(idx, weights))
         passes: list[list[int] | None] = [idx[s:s + o.micro_batch_size] for s in range(0, len(idx), o.micro_batch_size)]
         passes += [None] * (self._passes(len(passes), micro_batches) - len(passes))
         for j, mi in enumerate(passes):
@@ -520,7 +604,10 @@ class Trainer:
                 if mi is None:  # zero-weighted: pairs this rank's collectives with the other ranks'
                     dummy_loss(self._trained, self.device).backward()
                 else:
-                    self._micro_batch_loss(batch, mi, denom, signal_denom, acc).backward()
+                    self._micro_batch_loss(batch, mi, denom, signal_denom, acc,
+                                           [count[i] for i in mi] if batch.keys is not None else None).backward()
+        if replay:
+            self._replay_loss(replay, denom, acc)
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.world.active:  # DDP/FSDP summed the gradients; the stats are summed here
             acc = sum_stats(self.world, acc)
@@ -535,6 +622,24 @@ class Trainer:
             acc["skipped_steps"] = 1.0
         self.scheduler.step()
         return acc
+
+    def _replay_loss(self, replay: list[int], denom: float, acc: dict[str, float]) -> None:
+        """Backward of ``algo.replay_coef`` x the token-mean NLL of the replayed demonstrations
+        ``replay`` (PPO-ptx), in micro-batches; logs ``loss/replay`` (the NLL) and
+        ``replay/token_share`` (replayed tokens / all response tokens of the step)."""
+        pairs = [self.replay_pairs[i] for i in replay]
+        rdenom = float(sum(len(r) for _, r in pairs))
+        mb = self.cfg.optim.micro_batch_size
+        nll_sum = 0.0
+        for m in range(0, len(pairs), mb):
+            chunk = pairs[m:m + mb]
+            b = pack([p for p, _ in chunk], [r for _, r in chunk], self.tokenizer.pad_token_id, self.device)
+            logp, _ = forward_logprobs(self._trained, b, bf16=self.precision.bf16)
+            nll = token_mean(-logp, b.response_mask, rdenom)
+            (self.cfg.algo.replay_coef * nll).backward()
+            nll_sum += float(nll.detach())
+        acc["loss/replay"] = acc.get("loss/replay", 0.0) + nll_sum
+        acc["replay/token_share"] = acc.get("replay/token_share", 0.0) + rdenom / (rdenom + denom)
 
     def _passes(self, own: int, micro_batches: int | None) -> int:
         """How many forward/backward passes this rank runs for a mini-batch of which it holds
@@ -551,10 +656,11 @@ class Trainer:
         return self._ddp.no_sync() if self._ddp is not None and not last else nullcontext()
 
     def _micro_batch_loss(self, batch: UpdateBatch, mi: list[int], denom: float, signal_denom: float,
-                          acc: dict[str, float]) -> torch.Tensor:
+                          acc: dict[str, float], weights: list[int] | None = None) -> torch.Tensor:
         """The loss of the samples ``mi`` of a mini-batch (every term divided by the mini-batch's
         token counts, so the micro-batches' gradients add up to the mini-batch's); its stats are
-        added to ``acc``."""
+        added to ``acc``. ``weights``: how many identical samples each of ``mi`` stands for
+        (:func:`merge_duplicates`); they scale every token sum, never an advantage."""
         c = self.cfg.algo
         sig = self.method.signal
         samples = batch.samples
@@ -562,16 +668,19 @@ class Trainer:
                  self.tokenizer.pad_token_id, self.device)
         logp, ent = forward_logprobs(self._trained, b, with_entropy=c.entropy_coef > 0,
                                      bf16=self.precision.bf16)
-        mask = b.response_mask
+        unit = b.response_mask
+        # the aggregation mask: a merged sample counts as often as the samples it stands for
+        mask = unit if weights is None else unit * torch.tensor(weights, dtype=unit.dtype, device=self.device)[:, None]
         old = right_align([batch.old_logp[i] for i in mi], b.width, self.device)
-        a = batch.adv[mi].to(self.device)[:, None] * mask
+        a = batch.adv[mi].to(self.device)[:, None] * unit
         distill = batch.teacher_logp is not None and signal_denom > 0
         if distill:
             teacher = right_align([batch.teacher_logp[i] for i in mi], b.width, self.device)
-            tmask = mask * batch.signal[mi].to(self.device)[:, None]  # samples without a skill: all zero
-            a = sig.advantage(a, teacher, old, tmask)
-        pg, st = ppo_clip_loss(logp, old, a, mask, clip_ratio=c.clip_ratio, dual_clip_c=c.dual_clip_c,
-                               denom=denom)
+            has_skill = batch.signal[mi].to(self.device)[:, None]  # samples without a skill: all zero
+            tmask = mask * has_skill
+            a = sig.advantage(a, teacher, old, unit * has_skill)
+        pg, st = ppo_clip_loss(logp, old, a, mask, clip_ratio=c.clip_ratio, clip_ratio_low=c.clip_ratio_low,
+                               clip_ratio_high=c.clip_ratio_high, dual_clip_c=c.dual_clip_c, denom=denom)
         loss = pg
         parts = {"loss/pg": pg.detach()}
         if ent is not None:
@@ -653,7 +762,13 @@ class Trainer:
         # sharded (FSDP): full weights from the rollout to the re-scoring, sharded again for the update
         with fsdp.gathered(self.model):
             with stage("rollout"):
-                trajs = self.collect(rollout_t)
+                trajs, sampling = self.collect_batch(rollout_t)
+            if not trajs and sampling:  # dynamic sampling found no group with mixed outcomes: no update
+                self.iteration += 1
+                log.warning("iteration %d: dynamic sampling kept no group in %d rounds (%d episodes); no update",
+                            self.iteration, sampling["sampling/rounds"], sampling["sampling/episodes"])
+                return sampling | {"update/skipped": 1, "iteration": self.iteration} | {
+                    f"time/{k}": v for k, v in timings.items()}
             samples = training_samples(trajs)
             if not samples and not (self.world.active and sum(all_gather(self.world, len(samples)))):
                 errors = sorted({t.error for t in trajs if t.error})
@@ -661,7 +776,7 @@ class Trainer:
                                   + (f"env errors: {'; '.join(errors[:2])}" if errors else
                                      "every response was empty (check rollout.max_new_tokens)"))
             with stage("old_logp"):
-                old_logp = self.logprobs(self.model, samples)
+                old_logp = self.old_logprobs(samples)
             with stage("ref_logp"):
                 ref_logp = self.reference_logprobs(samples)
             teacher_logp = signal = None
@@ -686,7 +801,10 @@ class Trainer:
         if sleep is not None:
             sleep()  # vLLM sleep mode on CUDA: its KV cache and weights are freed for the update
         with stage("update"):
-            upd = self.update(UpdateBatch(samples, old_logp, adv, ref_logp, teacher_logp, signal))
+            ub = UpdateBatch(samples, old_logp, adv, ref_logp, teacher_logp, signal)
+            if self.cfg.optim.dedupe:
+                ub.keys = sample_keys(ub)
+            upd = self.update(ub)
         with stage("sync"):
             self._sync_backend()  # before the evaluation and the next rollout
         if self.world.main and self.cfg.log.trace_trajectories:
@@ -719,8 +837,11 @@ class Trainer:
                 skill_metrics["skills/step_skill_frac"] = routed / max(1.0, float(signal.sum()))
                 skill_metrics["skills/step_skills"] = step_total
         self.iteration += 1
-        metrics = rollout_metrics(m_trajs, m_samples, m_old, m_adv) | skill_metrics | upd
+        metrics = rollout_metrics(m_trajs, m_samples, m_old, m_adv) | skill_metrics | upd | sampling
+        metrics |= gradient_shares(m_adv, m_old, [decision_mask(self.tokenizer, s.response_ids) for s in m_samples])
         metrics["rollout/digests"] = rollout_digests(m_trajs)
+        # distinct (prompt, response) pairs per step sample (this process's): what a scoring pass computes
+        metrics["rollout/unique_sample_frac"] = len(unique_pairs(samples)[1]) / max(1, len(samples))
         metrics |= {f"time/{k}": v for k, v in timings.items()}
         metrics |= {f"time/rollout_{k}": v for k, v in rollout_t.items()}
         metrics["iteration"] = self.iteration
@@ -893,6 +1014,138 @@ def rollout_settings(cfg: TrainConfig, temperature: float | None = None) -> Roll
         sampling=SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, top_p=cfg.rollout.top_p,
                                 temperature=cfg.rollout.temperature if temperature is None else temperature,
                                 stop=list(env_class(cfg.env.name).stop)))
+
+
+def unique_pairs(samples: list[StepSample]) -> tuple[list[int], list[int]]:
+    """``(where, unique)``: ``unique`` the index of the first sample of each distinct (prompt ids,
+    response ids) pair, ``where[i]`` the position in ``unique`` of sample ``i``'s pair."""
+    first: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+    where, unique = [], []
+    for i, s in enumerate(samples):
+        key = (tuple(s.prompt_ids), tuple(s.response_ids))
+        if key not in first:
+            first[key] = len(unique)
+            unique.append(i)
+        where.append(first[key])
+    return where, unique
+
+
+def sample_keys(batch: UpdateBatch) -> list[tuple]:
+    """One key per sample of ``batch``; two samples share a key iff every input of their loss terms is
+    equal: prompt and response ids, advantage, old, reference and teacher log-probs and the signal
+    flag (so two samples scored in different batch positions, a float apart, never merge)."""
+    def vals(xs: list[torch.Tensor] | None, i: int) -> bytes:
+        return b"" if xs is None else xs[i].detach().cpu().numpy().tobytes()
+
+    return [(tuple(s.prompt_ids), tuple(s.response_ids), float(batch.adv[i]), vals(batch.old_logp, i),
+             vals(batch.ref_logp, i), vals(batch.teacher_logp, i),
+             None if batch.signal is None else float(batch.signal[i])) for i, s in enumerate(batch.samples)]
+
+
+def merge_duplicates(idx: list[int], keys: list[tuple]) -> tuple[list[int], list[int]]:
+    """The samples ``idx`` of one mini-batch with duplicates merged: ``(first, counts)``, the first
+    index of each distinct key in ``idx`` order and how many of ``idx`` share it. The token-mean loss
+    of the merged samples, each token weighted by its count, equals the loss of ``idx``."""
+    pos: dict[tuple, int] = {}
+    first: list[int] = []
+    counts: list[int] = []
+    for i in idx:
+        k = keys[i]
+        if k in pos:
+            counts[pos[k]] += 1
+        else:
+            pos[k] = len(first)
+            first.append(i)
+            counts.append(1)
+    return first, counts
+
+
+def replay_pool(cfg: TrainConfig, tokenizer) -> list[tuple[list[int], list[int]]]:
+    """The demonstrations ``algo.replay_coef`` replays: the expert on the first
+    ``algo.replay_demo_tasks`` tasks of the env's ``train`` split (what an SFT warm start learns
+    from, never the tasks of ``env.train_split`` when that names an evaluation split), played with
+    ``algo.replay_demo_noise`` random actions, tokenized as SFT tokenizes them."""
+    from seedrl.train.sft import expert_demonstrations, tokenize_pairs
+
+    e, a = cfg.env, cfg.algo
+    panel = build_panel(e.name, "train", a.replay_demo_tasks, **e.kwargs)
+    rows = expert_demonstrations(e.name, e.kwargs, list(panel.task_ids), max_steps=e.max_steps,
+                                 history_length=e.history_length, noise=a.replay_demo_noise, seed=cfg.seed)
+    if not rows:
+        raise SeedRLError(f"algo.replay_coef > 0 replays expert demonstrations, and {e.name}'s expert gave none; "
+                          f"set algo.replay_coef=0")
+    return tokenize_pairs(tokenizer, rows, cfg.rollout.max_prompt_tokens + cfg.rollout.max_new_tokens)
+
+
+def replay_draw(lengths: list[int], rl_tokens: float, share: float, generator: torch.Generator) -> list[int]:
+    """Indices of replay examples (response lengths ``lengths``) for a mini-batch of ``rl_tokens``
+    response tokens: drawn without replacement in a seeded order until the replayed tokens reach
+    ``share`` of the step's tokens, ``R / (R + rl_tokens) >= share``; at least one, at most all."""
+    target = share / (1.0 - share) * rl_tokens
+    out: list[int] = []
+    got = 0
+    for i in torch.randperm(len(lengths), generator=generator).tolist():
+        if out and got >= target:
+            break
+        out.append(i)
+        got += lengths[i]
+    return out
+
+
+def decision_mask(tokenizer, response_ids: list[int]) -> list[bool]:
+    """Which response tokens carry the action (the content of the ``<action>`` block the parser
+    reads); the rest is format (tags, reasoning). All False for a turn without an action block. Token
+    ``k`` spans the characters ``[len(decode(ids[:k])), len(decode(ids[:k+1])))``; the span's ends are
+    found by binary search, so a long response costs O(log n) decodes."""
+    n = len(response_ids)
+    span = action_span(tokenizer.decode(response_ids))
+    if span is None or n == 0:
+        return [False] * n
+    start, end = span
+
+    def first(pred) -> int:  # smallest k in [0, n] with pred(k) (pred monotone), n if none
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pred(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    lo = first(lambda k: len(tokenizer.decode(response_ids[:k + 1])) > start)
+    hi = first(lambda k: len(tokenizer.decode(response_ids[:k])) >= end)
+    return [lo <= k < hi for k in range(n)]
+
+
+def gradient_shares(adv: torch.Tensor, old_logp: list[torch.Tensor], decision: list[list[bool]]) -> dict[str, float]:
+    """Where the policy gradient of a batch comes from. A sampled token's PG gradient on its own logit
+    is ``A * (1 - p)`` (before clipping), so ``|A| * (1 - p_old)`` per response token weighs what each
+    token can move. Shares of that weight: from positive- and negative-advantage samples, and from
+    decision tokens (:func:`decision_mask`) against format tokens; ``grad/decision_token_frac`` is the
+    plain share of decision tokens. ``rollout/decision_nll``: the mean ``-log p_old`` of the sampled
+    decision tokens, an estimate of the policy's entropy where it decides (near 0: a collapsed policy
+    whose groups come out uniform). ``adv`` ``[N]``, ``old_logp`` N tensors ``[T_i]``, ``decision`` N
+    lists ``[T_i]``. A batch with no weight (every advantage 0) gives no ``grad/*_share``."""
+    tot = pos = neg = dec = nll = 0.0
+    n_tok = n_dec = 0
+    for a, lp, d in zip(adv.tolist(), old_logp, decision):
+        w = abs(a) * (1.0 - lp.float().exp())
+        dm = torch.tensor(d, dtype=torch.bool)
+        s = float(w.sum())
+        tot += s
+        pos += s if a > 0 else 0.0
+        neg += s if a < 0 else 0.0
+        dec += float(w[dm].sum()) if len(d) else 0.0
+        nll -= float(lp.float()[dm].sum()) if len(d) else 0.0
+        n_tok += len(d)
+        n_dec += int(dm.sum())
+    out = {"grad/decision_token_frac": n_dec / max(1, n_tok)}
+    if n_dec:
+        out["rollout/decision_nll"] = nll / n_dec
+    if tot > 0:
+        out |= {"grad/pos_share": pos / tot, "grad/neg_share": neg / tot, "grad/decision_share": dec / tot}
+    return out
 
 
 def _light_sample(s: StepSample) -> StepSample:
