@@ -14,6 +14,13 @@ improves. This script reads `seedrl compare` result folders and prints, for each
 
     python benchmarks/grpo_fit.py benchmarks/results/sokoban_grpo_fit/fit_lr3e-5 [more folders] [--block 5]
 
+A run with dynamic sampling (``algo.dynamic_sampling``) plays more episodes than its budget counts; the
+script prints how many (``sampling/episodes``). ``--eval FILE --trained SPLIT:N`` splits a ``seedrl
+eval`` JSON the same way, for a model trained outside ``seedrl compare`` (e.g. a supervised fit of
+the first N tasks of SPLIT):
+
+    python benchmarks/grpo_fit.py --eval benchmarks/results/grpo_ladder/evals/capacity32.json --trained valid_seen:32
+
 A cell's ``metrics.jsonl`` is read from ``FOLDER/metrics/<cell>/`` when the folder carries a copy
 (committed results), else from the cell's ``run_dir``.
 """
@@ -119,6 +126,11 @@ def report(folder: Path, block: int) -> list[str]:
         succ = [r["rollout/success_rate"] for r in rows]
         lines.append(f"  rollout success by {block} iterations: "
                      + " ".join(f"{m:.3f}" for m in block_means(succ, block)))
+        if any("sampling/episodes" in r for r in rows):
+            lines.append(f"  episodes played (dynamic sampling) {sum(r.get('sampling/episodes', 0) for r in rows)}, "
+                         f"groups kept {sum(r.get('sampling/groups_kept', 0) for r in rows)} of "
+                         f"{sum(r.get('sampling/groups_played', 0) for r in rows)}, iterations without an update "
+                         f"{sum(1 for r in rows if r.get('update/skipped'))}")
         mv = movement(rows)
         kl = "n/a" if mv["kl_ref_last"] is None else f"{mv['kl_ref_last']:.4f}"
         worst = ("n/a" if mv["approx_kl_max"] is None
@@ -129,13 +141,38 @@ def report(folder: Path, block: int) -> list[str]:
     return lines
 
 
+def eval_report(path: Path, trained: str) -> list[str]:
+    """Trained vs other wins of each panel of a ``seedrl eval`` JSON; ``trained`` = "SPLIT:N", the first
+    N tasks of that split's panel (as ``env.train_split=SPLIT env.train_size=N`` trains on)."""
+    import json
+
+    from seedrl.envs.panels import build_panel
+
+    split, _, n = trained.partition(":")
+    res = json.loads(path.read_text())
+    ids = set(build_panel(res["env"], split, int(n), **res["env_kwargs"]).task_ids)
+    lines = []
+    for name, panel in res["panels"].items():
+        ins = [t["won"] for t in panel["tasks"] if t["task_id"] in ids]
+        outs = [t["won"] for t in panel["tasks"] if t["task_id"] not in ids]
+        lines.append(f"{path.name} {name}: trained {sum(ins)}/{len(ins)}, other {sum(outs)}/{len(outs)} "
+                     f"(success {panel['success_rate']:.3f})")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("folders", nargs="+", type=Path)
+    ap.add_argument("folders", nargs="*", type=Path)
     ap.add_argument("--block", type=int, default=5, help="iterations per rollout-success block")
+    ap.add_argument("--eval", type=Path, action="append", default=[], help="a `seedrl eval` JSON")
+    ap.add_argument("--trained", default="valid_seen:32", help="SPLIT:N, the tasks an --eval model trained on")
     a = ap.parse_args(argv)
+    if not a.folders and not a.eval:
+        ap.error("give a compare folder or --eval FILE")
     for f in a.folders:
         print("\n".join(report(f, a.block)))
+    for f in a.eval:
+        print("\n".join(eval_report(f, a.trained)))
 
 
 if __name__ == "__main__":

@@ -1265,6 +1265,11 @@ def rollout_metrics(trajs: list[Trajectory], samples: list[StepSample], old_logp
         "adv/mean": float(adv.mean()), "adv/std": float(adv.std()) if len(adv) > 1 else 0.0,
         "adv/zero_frac": float((adv.abs() < 1e-8).float().mean()),
         "adv/uniform_groups": sum(len(set(v)) == 1 for v in groups.values()) / max(1, len(groups)),
+        # share of the advantage mass sum|A| on samples of groups whose outcomes are all equal: there it
+        # comes only from the invalid-action penalty, which mean_std normalisation blows up to unit size
+        "adv/uniform_group_mass": (float(sum(abs(x) for x, s in zip(adv.tolist(), samples)
+                                             if len(set(groups[s.group_id])) == 1))
+                                   / max(1e-12, float(adv.abs().sum()))) if len(adv) else 0.0,
         # generator log-probs vs the trainer's recomputation: > ~1e-3 means a prompt/position mismatch
         "check/rollout_logp_drift": sum(drift) / max(1, len(drift)),
     }

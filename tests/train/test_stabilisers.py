@@ -440,3 +440,22 @@ def test_dedupe_gives_the_update_of_the_unmerged_batch(tmp_path):
     moved = max(float((w_plain[k] - state[k]).abs().max()) for k in state)
     assert moved > 0
     assert max(float((w_plain[k] - v).abs().max()) for k, v in tr.model.state_dict().items()) < 1e-3 * moved
+
+
+def test_uniform_group_mass_is_the_advantage_share_of_all_equal_groups():
+    """adv/uniform_group_mass: sum|A| over samples of groups whose outcomes are all equal / sum|A|.
+    Group 0 (both won) holds |A| 1 + 3, group 1 (one won) holds |A| 2 + 2 + 2: share 4 / 10."""
+    from seedrl.rollout.types import StepSample, Trajectory
+    from seedrl.train.trainer import rollout_metrics
+
+    def traj(tid, gid, won, n):
+        steps = [StepSample([1], [2], [-0.1], traj_id=tid, group_id=gid, step=k, reward=float(won and k == n - 1),
+                            action_valid=True) for k in range(n)]
+        return Trajectory(traj_id=tid, group_id=gid, task_id="t", steps=steps, won=won)
+
+    trajs = [traj(0, 0, True, 1), traj(1, 0, True, 1), traj(2, 1, True, 1), traj(3, 1, False, 2)]
+    samples = [s for t in trajs for s in t.steps]
+    adv = torch.tensor([1.0, -3.0, 2.0, -2.0, -2.0])
+    m = rollout_metrics(trajs, samples, [torch.tensor(s.logprobs) for s in samples], adv)
+    assert m["adv/uniform_groups"] == 0.5
+    assert m["adv/uniform_group_mass"] == pytest.approx(0.4)
