@@ -7,6 +7,7 @@ from seedrl.algos.advantages import (
     group_reward_std,
     grpo_advantages,
     invalid_action_penalty,
+    length_discount,
     scale_by_sign,
     select_groups,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "grpo_advantages",
     "invalid_action_penalty",
     "kl_k3",
+    "length_discount",
     "masked_sum",
     "opd_loss",
     "opid_advantage",

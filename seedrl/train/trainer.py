@@ -30,6 +30,7 @@ from seedrl.algos import (
     grpo_advantages,
     invalid_action_penalty,
     kl_k3,
+    length_discount,
     ppo_clip_loss,
     scale_by_sign,
     select_groups,
@@ -401,7 +402,7 @@ class Trainer:
         Without group filters: one rollout (:meth:`collect`). With ``algo.keep_group_frac`` < 1 the
         groups of largest reward std are kept; with ``algo.dynamic_sampling`` (DAPO) groups whose
         episode rewards are all equal are dropped and further rounds of ``tasks_per_batch`` tasks are
-        played until ``tasks_per_batch`` groups remain (then trimmed to it) or
+        played until ``tasks_per_batch`` groups remain (equal and std are of :meth:`returns`) (then trimmed to it) or
         ``dynamic_sampling_rounds`` rounds were played. Every played episode is counted."""
         a = self.cfg.algo
         trajs = self.collect(timings)
@@ -414,9 +415,8 @@ class Trainer:
         while True:
             rounds += 1
             played += trajs
-            keep = set(select_groups(torch.tensor([t.episode_reward for t in trajs], dtype=torch.float64),
-                                     torch.tensor([t.group_id for t in trajs]), drop_uniform=a.dynamic_sampling,
-                                     keep_frac=a.keep_group_frac).tolist())
+            keep = set(select_groups(self.returns(trajs), torch.tensor([t.group_id for t in trajs]),
+                                     drop_uniform=a.dynamic_sampling, keep_frac=a.keep_group_frac).tolist())
             kept += [t for t in trajs if t.group_id in keep]
             if (not a.dynamic_sampling or len({t.group_id for t in kept}) >= want
                     or rounds >= a.dynamic_sampling_rounds):
@@ -524,10 +524,16 @@ class Trainer:
         return teacher_prompt_ids(self.method.spec.placement, self.tokenizer, sample.messages, skill,
                                   self.cfg.rollout.max_prompt_tokens, step_skill)
 
+    def returns(self, trajs: list[Trajectory]) -> torch.Tensor:
+        """``[M]`` the return of each episode that the advantages normalise (and dynamic sampling's
+        filter compares): the episode reward, discounted by its length (``algo.episode_discount``)."""
+        return length_discount(torch.tensor([t.episode_reward for t in trajs], dtype=torch.float64),
+                               torch.tensor([max(1, len(t.steps)) for t in trajs]), self.cfg.algo.episode_discount)
+
     def advantages(self, trajs: list[Trajectory], samples: list[StepSample]) -> torch.Tensor:
         """One GRPO advantage per step sample (the caller broadcasts it over response tokens)."""
         a = self.cfg.algo
-        ep_reward = {t.traj_id: t.episode_reward for t in trajs}
+        ep_reward = dict(zip((t.traj_id for t in trajs), self.returns(trajs).tolist()))
         traj_ids = sorted(ep_reward)
         tindex = {tid: i for i, tid in enumerate(traj_ids)}
         rule = self.cfg.env.invalid_action

@@ -143,3 +143,25 @@ def test_select_groups_keep_frac_outside_zero_one_raises(frac):
     r, i = _layout(DROP_GROUPS, DROP_ORDER)
     with pytest.raises(ValueError, match="keep_frac"):
         select_groups(r, i, keep_frac=frac)
+
+
+def test_length_discount_by_hand():
+    from seedrl.algos import length_discount
+
+    r = torch.tensor([10.0, 10.0, 0.0, 10.0])
+    steps = torch.tensor([1, 3, 5, 5])
+    out = length_discount(r, steps, 0.8)
+    assert out.tolist() == pytest.approx([10.0, 6.4, 0.0, 10 * 0.8 ** 4])
+    assert torch.equal(length_discount(r, steps, 1.0), r)  # gamma 1: the outcome alone
+    with pytest.raises(ValueError):
+        length_discount(r, steps, 0.0)
+
+
+def test_discounted_wins_of_different_length_make_a_group_mixed():
+    """Two wins of 2 and 4 steps: equal outcomes, unequal discounted returns, so dynamic sampling's
+    filter (on the returns the advantages use) keeps the group; undiscounted it is uniform."""
+    from seedrl.algos import length_discount
+
+    r, steps, g = torch.tensor([10.0, 10.0]), torch.tensor([2, 4]), torch.tensor([0, 0])
+    assert select_groups(r, g, drop_uniform=True).tolist() == []
+    assert select_groups(length_discount(r, steps, 0.9), g, drop_uniform=True).tolist() == [0]

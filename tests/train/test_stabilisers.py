@@ -459,3 +459,24 @@ def test_uniform_group_mass_is_the_advantage_share_of_all_equal_groups():
     m = rollout_metrics(trajs, samples, [torch.tensor(s.logprobs) for s in samples], adv)
     assert m["adv/uniform_groups"] == 0.5
     assert m["adv/uniform_group_mass"] == pytest.approx(0.4)
+
+
+def test_episode_discount_favours_the_shorter_win(tmp_path):
+    """Two wins in one group, of 1 and 2 steps (the second step of the longer one is the win):
+    with the outcome alone both score the same (advantage 0); with episode_discount the 1-step win
+    is above its group mean and the 2-step win below it."""
+    from seedrl.rollout.types import StepSample, Trajectory
+
+    tr = cheap_trainer(tmp_path, **{"algo.invalid_penalty": 0.0})
+
+    def step(tid, k, r):
+        return StepSample([1], [2], [-0.1], traj_id=tid, group_id=0, step=k, reward=r, action_valid=True)
+
+    trajs = [Trajectory(0, 0, "t", steps=[step(0, 0, 10.0)], won=True),
+             Trajectory(1, 0, "t", steps=[step(1, 0, 0.0), step(1, 1, 10.0)], won=True)]
+    samples = [s for t in trajs for s in t.steps]
+    assert tr.advantages(trajs, samples).abs().max() < 1e-6
+    tr.cfg.algo.episode_discount = 0.5
+    assert tr.returns(trajs).tolist() == [10.0, 5.0]
+    adv = tr.advantages(trajs, samples)
+    assert adv[0] > 0 and adv[1] < 0 and adv[2] < 0
