@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from seedrl.config import SFTConfig, TrainConfig, load_config
+from seedrl.experiments.stats import mcnemar_exact
 from seedrl.provenance import git_commit
 from seedrl.train.sft import run_sft
 from seedrl.train.trainer import Trainer
@@ -53,6 +54,7 @@ def run_demo(out: Path, config: Path, sft_config: Path, overrides: list[str], co
     won_after = {t["task_id"] for t in after["tasks"] if t["won"]}
     result["tasks_won_only_before_rl"] = len(won_before - won_after)
     result["tasks_won_only_after_rl"] = len(won_after - won_before)
+    result["mcnemar_p"] = mcnemar_exact(result["tasks_won_only_before_rl"], result["tasks_won_only_after_rl"])
     (out / "results.json").write_text(json.dumps(result, indent=1))
     table = Table(title=escape(f"{result['panel']} [panel {result['panel_hash']}], {result['num_tasks']} tasks, "
                                f"greedy"))
@@ -65,7 +67,7 @@ def run_demo(out: Path, config: Path, sft_config: Path, overrides: list[str], co
         table.add_row(*cells)
         md.append("| " + " | ".join(cells) + " |")
     flips = (f"paired on the same {result['num_tasks']} tasks: {result['tasks_won_only_after_rl']} won only after "
-             f"RL, {result['tasks_won_only_before_rl']} won only before")
+             f"RL, {result['tasks_won_only_before_rl']} won only before (exact McNemar p = {result['mcnemar_p']:.3g})")
     (out / "results.md").write_text("\n".join(md) + f"\n\n{flips}; commit {result['commit']}, "
                                     f"{result['seconds_total']:.0f} s total\n")
     console.print(table)

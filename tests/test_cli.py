@@ -168,7 +168,11 @@ def test_demo_pipeline_writes_before_and_after_results(tmp_path):
     res = json.loads((tmp_path / "d" / "results.json").read_text())
     assert res["num_tasks"] == 4 and res["panel"] == "sokoban/valid_seen" and res["rl_iterations"] == 1
     assert {"success_before_rl", "success_after_rl", "tasks_won_only_after_rl"} <= set(res)
+    from seedrl.experiments.stats import mcnemar_exact
+
+    assert res["mcnemar_p"] == mcnemar_exact(res["tasks_won_only_before_rl"], res["tasks_won_only_after_rl"])
     assert "paired on the same 4 tasks" in (tmp_path / "d" / "results.md").read_text()
+    assert "McNemar p" in (tmp_path / "d" / "results.md").read_text()
 
 
 def test_analyze_plays_at_the_rl_temperature_and_caps_answer_length(tmp_path):

@@ -99,6 +99,16 @@ def paired_task_bootstrap(method: Mapping[int, str], baseline: Mapping[int, str]
             "significant": bool(n_s >= 2 and (lo > 0 or hi < 0)), "method": "seeds x tasks"}
 
 
+def mcnemar_exact(only_before: int, only_after: int) -> float:
+    """Two-sided exact McNemar test of paired binary outcomes (the same tasks before and after):
+    ``p = min(1, 2 * P(X <= min(b, c)))`` with ``X ~ Binomial(b + c, 1/2)``, where ``b`` and ``c`` are
+    the discordant counts (tasks won only before, only after). No discordant task: p = 1."""
+    n, k = only_before + only_after, min(only_before, only_after)
+    if n == 0:
+        return 1.0
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
+
+
 def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
     """Whether two closed intervals ``[lo, hi]`` share a point."""
     return a[0] <= b[1] and b[0] <= a[1]
