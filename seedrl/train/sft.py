@@ -217,6 +217,34 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
     return losses
 
 
+@torch.no_grad()
+def decision_entropy(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, bf16: bool = False,
+                     limit: int = 256, micro_batch_size: int = 32) -> float | None:
+    """Mean entropy (nats) of the model's next-token distribution at the response tokens that carry
+    the action (:func:`seedrl.train.trainer.decision_mask`), over the first ``limit`` examples. A warm
+    start near 0 here samples the same action every time: RL's groups then come out uniform and carry
+    no advantage. None when no example has an action block."""
+    from seedrl.train.trainer import decision_mask
+
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    rows = pairs[:limit]
+    for m in range(0, len(rows), micro_batch_size):
+        chunk = rows[m:m + micro_batch_size]
+        b = pack([p for p, _ in chunk], [r for _, r in chunk], tokenizer.pad_token_id, device)
+        _, ent = forward_logprobs(model, b, with_entropy=True, bf16=bf16)
+        for k, (_, r) in enumerate(chunk):
+            dm = torch.tensor(decision_mask(tokenizer, r), dtype=torch.bool)
+            if dm.any():
+                e = ent[k, b.width - len(r):]  # responses are right-aligned in [B, width]
+                total += float(e[dm].sum())
+                count += int(dm.sum())
+    model.train(was_training)
+    return total / count if count else None
+
+
 def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     """Build the data, fine-tune, save ``run_dir/model``; evaluate on the eval panel unless
     ``eval.num_tasks`` is 0."""
@@ -285,7 +313,9 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                            grad_clip=cfg.grad_clip, warmup_steps=cfg.warmup_steps, seed=cfg.seed,
                            bf16=bf16, group_by_length=cfg.group_by_length, on_step=on_step)
     summary |= {"steps": len(losses), "loss_first": losses[0], "loss_last": losses[-1],
-                "train_seconds": time.perf_counter() - t0}
+                "train_seconds": time.perf_counter() - t0,
+                # how much the start still explores where it decides (RL needs mixed groups)
+                "decision_entropy": decision_entropy(model, tok, pairs, bf16=bf16)}
     save_model(model, tok, run_dir / "model")
     if cfg.eval.num_tasks != 0:
         summary["eval_after"] = run_eval("after")

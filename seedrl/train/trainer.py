@@ -102,6 +102,9 @@ class UpdateBatch:
     keys: list[tuple] | None = None
 
 
+#: below this mean NLL (nats) of its sampled action tokens the first iteration warns of a collapsed start
+COLLAPSED_NLL = 0.05
+
 #: files of a run folder whose rows carry an "iteration" (MetricsLogger.row_files)
 ROW_FILES = ("metrics.jsonl", "eval.jsonl", "skills.jsonl")
 
@@ -845,6 +848,10 @@ class Trainer:
         self.iteration += 1
         metrics = rollout_metrics(m_trajs, m_samples, m_old, m_adv) | skill_metrics | upd | sampling
         metrics |= gradient_shares(m_adv, m_old, [decision_mask(self.tokenizer, s.response_ids) for s in m_samples])
+        if self.iteration == 1 and metrics.get("rollout/decision_nll", 1.0) < COLLAPSED_NLL and self.world.main:
+            log.warning("the starting policy is nearly deterministic where it decides (sampled action tokens' NLL "
+                        "%.3f < %.2f): its groups mostly come out uniform and carry no advantage; start from a "
+                        "less sharpened warm start (fewer SFT epochs)", metrics["rollout/decision_nll"], COLLAPSED_NLL)
         metrics["rollout/digests"] = rollout_digests(m_trajs)
         # distinct (prompt, response) pairs per step sample (this process's): what a scoring pass computes
         metrics["rollout/unique_sample_frac"] = len(unique_pairs(samples)[1]) / max(1, len(samples))
