@@ -123,7 +123,8 @@ def report(folder: Path, block: int) -> list[str]:
                 parts.append(f"{pt['episodes']}: " + (f"trained {wi}/{ni}, other {wo}/{no}" if ni else f"{wo}/{no}"))
             lines.append(f"  greedy {split} by episodes: " + "; ".join(parts))
         rows = metrics_rows(folder, cell)
-        succ = [r["rollout/success_rate"] for r in rows]
+        # with dynamic sampling rollout/success_rate is over the kept (mixed) groups: use every played episode
+        succ = [r.get("sampling/success_rate_played", r.get("rollout/success_rate", 0.0)) for r in rows]
         lines.append(f"  rollout success by {block} iterations: "
                      + " ".join(f"{m:.3f}" for m in block_means(succ, block)))
         if any("sampling/episodes" in r for r in rows):
