@@ -60,3 +60,29 @@ def format_ok(text: str) -> bool:
     ``<action>…</action>`` block and no CJK character. A well-formed but inadmissible command is
     well-formed. (Here an empty or overlong action block also fails: the env would get nothing.)"""
     return isinstance(text, str) and has_think(text) and parse_action(text) is not None and not has_cjk(text)
+
+
+def decision_mask(tokenizer, response_ids: list[int]) -> list[bool]:
+    """Which response tokens carry the action (the content of the ``<action>`` block the parser
+    reads); the rest is format (tags, reasoning). All False for a turn without an action block. Token
+    ``k`` spans the characters ``[len(decode(ids[:k])), len(decode(ids[:k+1])))``; the span's ends are
+    found by binary search, so a long response costs O(log n) decodes."""
+    n = len(response_ids)
+    span = action_span(tokenizer.decode(response_ids))
+    if span is None or n == 0:
+        return [False] * n
+    start, end = span
+
+    def first(pred) -> int:  # smallest k in [0, n] with pred(k) (pred monotone), n if none
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if pred(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    lo = first(lambda k: len(tokenizer.decode(response_ids[:k + 1])) > start)
+    hi = first(lambda k: len(tokenizer.decode(response_ids[:k])) >= end)
+    return [lo <= k < hi for k in range(n)]

@@ -25,6 +25,7 @@ from typing import Any
 
 import torch
 
+from seedrl.agent.parsing import decision_mask
 from seedrl.agent.prompts import HistoryItem, build_step_prompt, step_messages
 from seedrl.algos import token_mean
 from seedrl.config import SFTConfig, save_config
@@ -221,11 +222,9 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
 def decision_entropy(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, bf16: bool = False,
                      limit: int = 256, micro_batch_size: int = 32) -> float | None:
     """Mean entropy (nats) of the model's next-token distribution at the response tokens that carry
-    the action (:func:`seedrl.train.trainer.decision_mask`), over the first ``limit`` examples. A warm
+    the action (:func:`seedrl.agent.parsing.decision_mask`), over the first ``limit`` examples. A warm
     start near 0 here samples the same action every time: RL's groups then come out uniform and carry
     no advantage. None when no example has an action block."""
-    from seedrl.train.trainer import decision_mask
-
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from seedrl.agent.parsing import action_span
+from seedrl.agent.parsing import decision_mask
 from seedrl.algos import (
     grpo_advantages,
     invalid_action_penalty,
@@ -1103,32 +1103,6 @@ def replay_draw(lengths: list[int], rl_tokens: float, share: float, generator: t
         out.append(i)
         got += lengths[i]
     return out
-
-
-def decision_mask(tokenizer, response_ids: list[int]) -> list[bool]:
-    """Which response tokens carry the action (the content of the ``<action>`` block the parser
-    reads); the rest is format (tags, reasoning). All False for a turn without an action block. Token
-    ``k`` spans the characters ``[len(decode(ids[:k])), len(decode(ids[:k+1])))``; the span's ends are
-    found by binary search, so a long response costs O(log n) decodes."""
-    n = len(response_ids)
-    span = action_span(tokenizer.decode(response_ids))
-    if span is None or n == 0:
-        return [False] * n
-    start, end = span
-
-    def first(pred) -> int:  # smallest k in [0, n] with pred(k) (pred monotone), n if none
-        lo, hi = 0, n
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if pred(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    lo = first(lambda k: len(tokenizer.decode(response_ids[:k + 1])) > start)
-    hi = first(lambda k: len(tokenizer.decode(response_ids[:k])) >= end)
-    return [lo <= k < hi for k in range(n)]
 
 
 def gradient_shares(adv: torch.Tensor, old_logp: list[torch.Tensor], decision: list[list[bool]]) -> dict[str, float]:

@@ -61,9 +61,9 @@ def test_decision_entropy_is_the_entropy_at_the_action_tokens(tiny_model, tiny_t
     """decision_entropy averages the full next-token entropy over the action tokens only: checked
     against a direct forward on each example, with prompts and responses of different lengths (so
     padding and right-alignment are exercised)."""
+    from seedrl.agent.parsing import decision_mask
     from seedrl.algos import entropy_from_logits
     from seedrl.train.sft import decision_entropy
-    from seedrl.train.trainer import decision_mask
 
     tok = tiny_tokenizer
     texts = [("room one, go", "<think></think><action>up</action>"),

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import seedrl.train.trainer as trainer_mod
-from seedrl.agent.parsing import action_span, parse_action
+from seedrl.agent.parsing import action_span, decision_mask, parse_action
 from seedrl.errors import SeedRLError
-from seedrl.train.trainer import Trainer, decision_mask, gradient_shares, replay_draw
+from seedrl.train.trainer import Trainer, gradient_shares, replay_draw
 from tests.helpers import tiny_cfg
 
 CHEAP = {"eval.num_tasks": 0, "save_every": 0, "iterations": 1, "rollout.tasks_per_batch": 2,
