@@ -22,7 +22,9 @@ the first N tasks of SPLIT):
     python benchmarks/grpo_fit.py --eval benchmarks/results/grpo_ladder/evals/capacity32.json --trained valid_seen:32
 
 A cell's ``metrics.jsonl`` is read from ``FOLDER/metrics/<cell>/`` when the folder carries a copy
-(committed results), else from the cell's ``run_dir``.
+(committed results), else from the cell's ``run_dir``; without either, only the greedy evaluations are
+read. Last, per method: final - iteration-0 success on the trained tasks and on the others (never
+trained on), with a 95% interval paired on seeds and tasks.
 """
 
 from __future__ import annotations
@@ -98,7 +100,45 @@ def metrics_rows(folder: Path, cell: dict[str, Any]) -> list[dict[str, Any]]:
             if not rows:
                 raise SystemExit(f"{run / 'metrics.jsonl'} has no rows")
             return rows
-    raise SystemExit(f"{folder}: no metrics/{name}/metrics.jsonl and no {Path(cell['run_dir']) / 'metrics.jsonl'}")
+    return []
+
+
+def subset(won: str, task_ids: list[str], keep: set[str], inside: bool) -> str:
+    """The outcomes of ``won`` on the tasks in ``keep`` (``inside``) or on the others, in panel order."""
+    if len(won) != len(task_ids):
+        raise ValueError(f"{len(won)} outcomes for a panel of {len(task_ids)} tasks")
+    return "".join(w for w, t in zip(won, task_ids) if (t in keep) == inside)
+
+
+def change_report(cells: list[dict[str, Any]]) -> list[str]:
+    """Per method and panel: final - iteration-0 greedy success on the trained tasks and on the others,
+    paired on seeds and tasks (:func:`seedrl.experiments.stats.paired_task_bootstrap`). The others are
+    tasks the run never trained on: the held-out reading of a fit check."""
+    from seedrl.experiments.stats import paired_task_bootstrap
+
+    by_algo: dict[str, list[dict[str, Any]]] = {}
+    for c in cells:
+        by_algo.setdefault(c["algo"], []).append(c)
+    lines = []
+    for algo, group in by_algo.items():
+        for split in group[0]["splits"]:
+            for inside, label in ((True, "trained"), (False, "other")):
+                first, last = {}, {}
+                for c in group:
+                    cfg = c["config"]
+                    trained = train_task_ids(cfg, c.get("panel_hashes", {}).get("train"))
+                    ids = eval_task_ids(cfg, split, c["curve"][0]["panels"][split].get("panel_hash"))
+                    first[c["seed"]] = subset(c["curve"][0]["panels"][split]["won"], ids, trained, inside)
+                    last[c["seed"]] = subset(c["curve"][-1]["panels"][split]["won"], ids, trained, inside)
+                n = len(next(iter(first.values())))
+                if not n:
+                    continue
+                r = paired_task_bootstrap(last, first)
+                lo, hi = r["ci95"]
+                wins = " ".join(f"{first[s].count('1')}->{last[s].count('1')}" for s in sorted(first))
+                lines.append(f"{algo} {split} {label} ({n} tasks), final - iteration 0 over {r['n_seeds']} seed(s): "
+                             f"{r['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]; wins by seed {wins}")
+    return lines
 
 
 def report(folder: Path, block: int) -> list[str]:
@@ -123,6 +163,9 @@ def report(folder: Path, block: int) -> list[str]:
                 parts.append(f"{pt['episodes']}: " + (f"trained {wi}/{ni}, other {wo}/{no}" if ni else f"{wo}/{no}"))
             lines.append(f"  greedy {split} by episodes: " + "; ".join(parts))
         rows = metrics_rows(folder, cell)
+        if not rows:
+            lines.append("  (no metrics.jsonl kept for this cell: greedy evaluations only)")
+            continue
         # with dynamic sampling rollout/success_rate is over the kept (mixed) groups: use every played episode
         succ = [r.get("sampling/success_rate_played", r.get("rollout/success_rate", 0.0)) for r in rows]
         lines.append(f"  rollout success by {block} iterations: "
@@ -139,7 +182,7 @@ def report(folder: Path, block: int) -> list[str]:
         clip = "n/a" if mv["clipfrac_max"] is None else f"{mv['clipfrac_max']:.4f}"
         lines.append(f"  kl to reference at the end {kl}; largest approx_kl {worst}; largest clipfrac {clip}; "
                      f"last rollout invalid rate {rows[-1]['rollout/invalid_rate']:.3f}")
-    return lines
+    return lines + change_report(cells)
 
 
 def eval_report(path: Path, trained: str) -> list[str]:

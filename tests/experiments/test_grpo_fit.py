@@ -69,8 +69,15 @@ def test_report_reads_the_metrics_copy_next_to_the_cells(tmp_path, capsys):
                      {"episodes": 8, "panels": {"valid_seen": {"won": won1}}}]
     (tmp_path / "cells").mkdir()
     (tmp_path / "cells" / "grpo-seed0.json").write_text(json.dumps(cell))
-    with pytest.raises(SystemExit, match="no metrics/grpo-seed0/metrics.jsonl"):
-        gf.main([str(tmp_path)])
+    gf.main([str(tmp_path)])  # no metrics kept: the greedy evaluations are still read
+    out = capsys.readouterr().out
+    assert "no metrics.jsonl kept for this cell" in out and "rollout success" not in out
+    # final - iteration 0 split by trained/other: the two trained rooms won after training, one won
+    # room lost if it was an other room
+    gain = 2 - (ids[0] in trained)
+    assert f"grpo valid_seen trained (2 tasks), final - iteration 0 over 1 seed(s): {gain / 2:+.3f}" in out
+    other_change = -1 / 126 if ids[0] not in trained else 0.0
+    assert f"grpo valid_seen other (126 tasks), final - iteration 0 over 1 seed(s): {other_change:+.3f}" in out
     (tmp_path / "metrics" / "grpo-seed0").mkdir(parents=True)
     (tmp_path / "metrics" / "grpo-seed0" / "metrics.jsonl").write_text("")
     with pytest.raises(SystemExit, match="has no rows"):
