@@ -348,6 +348,9 @@ class SFTConfig(_Strict):
     #: to the batch's longest (HF's group_by_length, within a batch: the same gradient up to float
     #: summation order; off by default so earlier SFT runs reproduce bit for bit)
     group_by_length: bool = False
+    #: label smoothing of the response tokens' cross-entropy (seedrl.algos.smoothed_nll): a warm start
+    #: that keeps probability on the moves it was not shown, so RL can still sample them; 0 = plain NLL
+    label_smoothing: Annotated[float, Field(ge=0, lt=1)] = 0.0
     grad_clip: PosFloat = 1.0
     warmup_steps: NonNegInt = 20
     max_seq_tokens: PosInt = 2048

@@ -19,6 +19,7 @@ from seedrl.algos.losses import (
     opid_advantage,
     ppo_clip_loss,
     skill_sd_loss,
+    smoothed_nll,
     token_logprobs,
     token_mean,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "scale_by_sign",
     "select_groups",
     "skill_sd_loss",
+    "smoothed_nll",
     "token_logprobs",
     "token_mean",
 ]

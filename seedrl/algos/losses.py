@@ -26,6 +26,7 @@ __all__ = [
     "kl_k3",
     "entropy_from_logits",
     "token_logprobs",
+    "smoothed_nll",
     "opd_loss",
     "skill_sd_loss",
     "opid_advantage",
@@ -163,6 +164,21 @@ def token_logprobs(logits: Tensor, labels: Tensor) -> Tensor:
     dtype = _compute_dtype(logits)
     picked = logits.gather(-1, labels.long().unsqueeze(-1)).squeeze(-1).to(dtype)
     return picked - torch.logsumexp(logits.to(dtype), dim=-1)
+
+
+def smoothed_nll(logits: Tensor, labels: Tensor, eps: float) -> Tensor:
+    """Per-position label-smoothed cross-entropy (Szegedy et al. 2016; ``torch.nn.CrossEntropyLoss``'s
+    ``label_smoothing``): the target is ``1 - eps`` on ``labels`` plus ``eps / V`` on every token, so
+    the loss is ``(1 - eps) * -log p[label] + eps * mean_v(-log p[v])``. ``eps = 0`` is the plain NLL.
+    A warm start trained with it keeps probability on the moves it was not shown, which RL needs to
+    sample them. ``logits`` ``[B, T, V]``, ``labels`` ``[B, T]`` -> ``[B, T]`` in at least float32."""
+    dtype = _compute_dtype(logits)
+    z = logits.to(dtype)
+    lse = torch.logsumexp(z, dim=-1)
+    nll = lse - z.gather(-1, labels.long().unsqueeze(-1)).squeeze(-1)
+    if eps == 0:
+        return nll
+    return (1.0 - eps) * nll + eps * (lse - z.mean(dim=-1))
 
 
 def opd_loss(

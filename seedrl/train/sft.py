@@ -27,13 +27,13 @@ import torch
 
 from seedrl.agent.parsing import decision_mask
 from seedrl.agent.prompts import HistoryItem, build_step_prompt, step_messages
-from seedrl.algos import token_mean
+from seedrl.algos import smoothed_nll, token_mean
 from seedrl.config import SFTConfig, save_config
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class, make_env
 from seedrl.errors import SeedRLError
 from seedrl.models.loading import save_model
-from seedrl.models.scoring import forward_logprobs, pack
+from seedrl.models.scoring import forward_logprobs, pack, response_logits
 from seedrl.rollout.runner import encode_messages
 from seedrl.train.policy import adamw, build_policy
 
@@ -176,8 +176,9 @@ def micro_batches(idx: list[int], lengths: list[int], micro_batch_size: int,
 def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epochs: int, lr: float,
               batch_size: int, micro_batch_size: int, weight_decay: float = 0.0, grad_clip: float = 1.0,
               warmup_steps: int = 0, seed: int = 0, bf16: bool = False, group_by_length: bool = False,
-              on_step=None) -> list[float]:
-    """Token-mean NLL of the response tokens; returns the loss of every optimizer step.
+              label_smoothing: float = 0.0, on_step=None) -> list[float]:
+    """Token-mean NLL of the response tokens (label-smoothed by ``label_smoothing``,
+    :func:`seedrl.algos.smoothed_nll`); returns the loss of every optimizer step.
     ``bf16``: forward/backward under bf16 autocast (the weights stay fp32); ``group_by_length``: see
     :func:`micro_batches`."""
     device = next(model.parameters()).device
@@ -205,8 +206,11 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
             total_loss = 0.0
             for mi in micro_batches(idx, lengths, micro_batch_size, group_by_length):
                 b = pack([pairs[i][0] for i in mi], [pairs[i][1] for i in mi], tokenizer.pad_token_id, device)
-                logp, _ = forward_logprobs(model, b, bf16=bf16)
-                loss = token_mean(-logp, b.response_mask, denom)
+                if label_smoothing:
+                    nll = smoothed_nll(response_logits(model, b, bf16), b.input_ids[:, -b.width:], label_smoothing)
+                else:
+                    nll = -forward_logprobs(model, b, bf16=bf16)[0]
+                loss = token_mean(nll, b.response_mask, denom)
                 loss.backward()
                 total_loss += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(params, grad_clip)
@@ -310,7 +314,8 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
         losses = sft_train(model, tok, pairs, epochs=cfg.epochs, lr=cfg.lr, batch_size=cfg.batch_size,
                            micro_batch_size=cfg.micro_batch_size, weight_decay=cfg.weight_decay,
                            grad_clip=cfg.grad_clip, warmup_steps=cfg.warmup_steps, seed=cfg.seed,
-                           bf16=bf16, group_by_length=cfg.group_by_length, on_step=on_step)
+                           bf16=bf16, group_by_length=cfg.group_by_length,
+                           label_smoothing=cfg.label_smoothing, on_step=on_step)
     summary |= {"steps": len(losses), "loss_first": losses[0], "loss_last": losses[-1],
                 "train_seconds": time.perf_counter() - t0,
                 # how much the start still explores where it decides (RL needs mixed groups)

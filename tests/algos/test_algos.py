@@ -694,3 +694,30 @@ def test_opid_advantage_adds_the_teacher_shift_only_where_masked():
     mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
     out = opid_advantage(adv, teacher, old, mask, coef=0.5)
     torch.testing.assert_close(out, torch.tensor([[1.5, 0.5, 1.0], [-1.0, -1.0, -1.0]]))
+
+
+# --------------------------------------------------------------------------- #
+# smoothed_nll (SFT label smoothing)                                           #
+# --------------------------------------------------------------------------- #
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.5])
+def test_smoothed_nll_matches_torch_cross_entropy_label_smoothing(eps):
+    from seedrl.algos import smoothed_nll
+
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(2, 5, 7, generator=g) * 3
+    labels = torch.randint(0, 7, (2, 5), generator=g)
+    ref = torch.nn.functional.cross_entropy(logits.reshape(-1, 7), labels.reshape(-1), reduction="none",
+                                            label_smoothing=eps).reshape(2, 5)
+    assert torch.allclose(smoothed_nll(logits, labels, eps), ref, atol=1e-5)
+
+
+def test_smoothed_nll_by_hand_on_two_tokens():
+    from seedrl.algos import smoothed_nll
+
+    # p = softmax([0, log 3]) = [1/4, 3/4]; label 1: (1-e) * -log(3/4) + e * (-log(1/4) - log(3/4)) / 2
+    logits = torch.tensor([[[0.0, math.log(3.0)]]])
+    e = 0.2
+    want = (1 - e) * -math.log(0.75) + e * (-math.log(0.25) - math.log(0.75)) / 2
+    assert smoothed_nll(logits, torch.tensor([[1]]), e).item() == pytest.approx(want, abs=1e-6)
+    # a bf16 input is computed in float32
+    assert smoothed_nll(logits.bfloat16(), torch.tensor([[1]]), e).dtype == torch.float32

@@ -165,3 +165,4 @@ def test_discounted_wins_of_different_length_make_a_group_mixed():
     r, steps, g = torch.tensor([10.0, 10.0]), torch.tensor([2, 4]), torch.tensor([0, 0])
     assert select_groups(r, g, drop_uniform=True).tolist() == []
     assert select_groups(length_discount(r, steps, 0.9), g, drop_uniform=True).tolist() == [0]
+

@@ -83,3 +83,25 @@ def test_decision_entropy_is_the_entropy_at_the_action_tokens(tiny_model, tiny_t
     got = decision_entropy(tiny_model, tok, pairs, micro_batch_size=2)
     assert abs(got - total / count) < 1e-4
     assert decision_entropy(tiny_model, tok, pairs[2:]) is None  # no action block anywhere
+
+
+def test_label_smoothing_keeps_entropy_at_the_trained_tokens():
+    """The same data and steps: plain NLL drives the response tokens towards certainty, label smoothing
+    keeps probability on the others (the warm start RL still samples from). eps = 0 is the plain loss."""
+    from seedrl.algos import entropy_from_logits
+    from seedrl.models.scoring import pack, response_logits
+
+    tok = load_tokenizer("tiny-micro")
+    pairs = _pairs(tok, 4)
+    ent = {}
+    for eps in (0.0, 0.3):
+        m = load_model("tiny-micro", tokenizer=tok)
+        losses = sft_train(m, tok, pairs, epochs=30, lr=1e-2, batch_size=4, micro_batch_size=4, seed=0,
+                           label_smoothing=eps)
+        assert losses[-1] < losses[0]
+        m.eval()
+        with torch.no_grad():
+            b = pack([p for p, _ in pairs], [r for _, r in pairs], tok.pad_token_id, torch.device("cpu"))
+            e = entropy_from_logits(response_logits(m, b, False))
+        ent[eps] = float((e * b.response_mask).sum() / b.response_mask.sum())
+    assert ent[0.0] < 0.5 * ent[0.3], ent
