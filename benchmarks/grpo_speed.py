@@ -7,7 +7,9 @@ Runs ``--iterations`` of the config twice from the same start and seed (so both 
 while their policies agree): ``baseline`` with every log-prob pass computed as before
 (``optim.old_logp=recompute``, ``optim.dedupe=false``) and ``fast`` with the generator's
 log-probs as the PPO ratio's denominator and each distinct (prompt, response) pair scored once
-(``optim.old_logp=rollout``, ``optim.dedupe=true``). The update itself is the same. Prints the
+(``optim.old_logp=rollout``, ``optim.dedupe=true``): the update itself is the same. ``fast+split``
+adds ``optim.split_distinct`` (every copy of a sample in one mini-batch: each distinct sample runs
+once per epoch; another split of the same batch, so not the same update bit for bit). Prints the
 per-stage seconds per iteration, episodes per second and the speed-up as a markdown block for
 benchmarks/RESULTS.md. Run it on a quiet machine: a second process on two cores halves either number.
 """
@@ -30,6 +32,7 @@ STAGES = ("rollout", "old_logp", "ref_logp", "advantage", "update")
 VARIANTS = {
     "baseline": ["optim.old_logp=recompute", "optim.dedupe=false"],
     "fast": ["optim.old_logp=rollout", "optim.dedupe=true"],
+    "fast+split": ["optim.old_logp=rollout", "optim.dedupe=true", "optim.split_distinct=true"],
 }
 
 
@@ -74,7 +77,9 @@ def main() -> None:
     for name, r in res.items():
         print(f"| {name} | " + " | ".join(f"{r[s]:.2f}" for s in STAGES)
               + f" | {r['total']:.2f} | {r['episodes_per_s']:.2f} | {r['unique_sample_frac']:.2f} |")
-    print(f"\nspeed-up (episodes/s, fast / baseline): {res['fast']['episodes_per_s'] / res['baseline']['episodes_per_s']:.2f}x")
+    for name in list(res)[1:]:
+        print(f"\nspeed-up (episodes/s, {name} / baseline): "
+              f"{res[name]['episodes_per_s'] / res['baseline']['episodes_per_s']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -240,6 +240,20 @@ class OptimConfig(_Strict):
     #: log-probs) run one forward/backward weighted by their count. The same update up to float
     #: rounding; a peaked policy's groups repeat most of their steps
     dedupe: bool = True
+    #: with ``dedupe``, draw the mini-batches over the batch's distinct samples: every copy of one
+    #: sample falls in the same mini-batch (a mini-batch closes at ``mini_batch_size`` samples), so each
+    #: distinct sample runs one forward/backward per epoch instead of one per mini-batch its copies land
+    #: in. A different split of the same batch (all copies together), so not the same update bit for bit;
+    #: the same samples, weights and number of optimizer steps (up to the last partial mini-batch).
+    #: One process only
+    split_distinct: bool = False
+
+    @model_validator(mode="after")
+    def _split_needs_dedupe(self) -> OptimConfig:
+        if self.split_distinct and not self.dedupe:
+            raise ValueError("optim.split_distinct splits the batch by optim.dedupe's sample keys; set "
+                             "optim.dedupe=true as well")
+        return self
 
 
 class EvalConfig(_Strict):

@@ -177,6 +177,9 @@ class Trainer:
             raise SeedRLError("rollout_shards is for a single process; several processes shard by rank")
         task_block(cfg.rollout.tasks_per_batch, self.world if self.world.active else World(0, rollout_shards))
         self.rollout_shards = self.world.size if self.world.active else rollout_shards
+        if self.world.active and cfg.optim.split_distinct:
+            raise SeedRLError("optim.split_distinct groups one process's identical samples into one mini-batch; "
+                              "with several processes set optim.split_distinct=false")
         a = cfg.algo
         if self.rollout_shards != 1 and (a.dynamic_sampling or a.keep_group_frac < 1 or a.replay_coef > 0):
             raise SeedRLError("algo.dynamic_sampling, algo.keep_group_frac < 1 and algo.replay_coef > 0 run in a "
@@ -572,8 +575,9 @@ class Trainer:
         steps = 0
         for _epoch in range(o.ppo_epochs):
             perm = torch.randperm(n, generator=g).tolist()
-            for start in range(0, n, mb):
-                idx = perm[start:start + mb]
+            split = (split_by_key(perm, batch.keys, mb) if o.split_distinct and batch.keys is not None
+                     else [perm[start:start + mb] for start in range(0, n, mb)])
+            for idx in split:
                 denom = float(sum(lengths[i] for i in idx))
                 if denom == 0:
                     continue
@@ -1071,6 +1075,22 @@ def merge_duplicates(idx: list[int], keys: list[tuple]) -> tuple[list[int], list
             first.append(i)
             counts.append(1)
     return first, counts
+
+
+def split_by_key(order: list[int], keys: list[tuple], size: int) -> list[list[int]]:
+    """Mini-batches of the sample indices ``order`` in which every sample sharing a key (all copies
+    of one sample, :func:`sample_keys`) lands in the same mini-batch: the distinct keys are taken in
+    the order of their first sample in ``order``, and a mini-batch closes once it holds ``size``
+    samples or more. Every index of ``order`` appears exactly once."""
+    groups: dict[tuple, list[int]] = {}
+    for i in order:
+        groups.setdefault(keys[i], []).append(i)
+    out: list[list[int]] = [[]]
+    for members in groups.values():
+        if len(out[-1]) >= size:
+            out.append([])
+        out[-1].extend(members)
+    return [b for b in out if b]
 
 
 def replay_pool(cfg: TrainConfig, tokenizer) -> list[tuple[list[int], list[int]]]:

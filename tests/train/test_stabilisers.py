@@ -442,6 +442,81 @@ def test_dedupe_gives_the_update_of_the_unmerged_batch(tmp_path):
     assert max(float((w_plain[k] - v).abs().max()) for k, v in tr.model.state_dict().items()) < 1e-3 * moved
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_split_by_key_keeps_copies_together_and_covers_the_batch(seed):
+    from seedrl.train.trainer import split_by_key
+
+    g = torch.Generator().manual_seed(seed)
+    keys = [("k", int(x)) for x in torch.randint(0, 7, (40,), generator=g)]
+    order = torch.randperm(40, generator=g).tolist()
+    split = split_by_key(order, keys, 8)
+    flat = [i for b in split for i in b]
+    assert sorted(flat) == list(range(40))  # every sample once
+    home = {keys[i]: n for n, b in enumerate(split) for i in b}
+    assert all(home[keys[i]] == n for n, b in enumerate(split) for i in b)  # copies never split
+    assert all(len(b) >= 8 for b in split[:-1])
+    # the distinct keys come in the order of their first sample in `order`
+    first = list(dict.fromkeys(keys[i] for i in order))
+    assert list(dict.fromkeys(keys[i] for i in flat)) == first
+
+
+def test_split_by_key_by_hand():
+    """keys a a b c b d, order 0..5, size 3: a's two copies (2 samples, < 3) take b's two as well
+    (4 >= 3: closed); c and d make the last."""
+    from seedrl.train.trainer import split_by_key
+
+    keys = [("a",), ("a",), ("b",), ("c",), ("b",), ("d",)]
+    assert split_by_key(list(range(6)), keys, 3) == [[0, 1, 2, 4], [3, 5]]
+    # all keys distinct: exactly the plain consecutive chunks of `order`
+    assert split_by_key([4, 2, 0, 5, 1, 3], [(i,) for i in range(6)], 4) == [[4, 2, 0, 5], [1, 3]]
+
+
+def test_split_distinct_scores_each_distinct_sample_once_per_epoch(tmp_path, monkeypatch):
+    """optim.split_distinct: with no duplicates it is the default update bit for bit (the same
+    mini-batches); with duplicates, an epoch's forward rows are the distinct samples, not more."""
+    import copy
+
+    from seedrl.train.trainer import UpdateBatch, sample_keys, training_samples
+
+    over = {"rollout.group_size": 2, "env.max_steps": 2, "optim.ppo_epochs": 2, "optim.mini_batch_size": 4,
+            "model.precision": "fp32"}
+    tr = cheap_trainer(tmp_path, **over)
+    samples = training_samples(tr.collect({}))
+    old = tr.logprobs(tr.model, samples)
+    adv = torch.linspace(-1.0, 1.0, len(samples))
+    state, opt_state = copy.deepcopy(tr.model.state_dict()), copy.deepcopy(tr.optimizer.state_dict())
+
+    def run(split: bool, batch_samples, batch_old, batch_adv):
+        tr.model.load_state_dict(state)
+        tr.optimizer.load_state_dict(opt_state)
+        tr.iteration = 0
+        tr.cfg.optim.split_distinct = split
+        ub = UpdateBatch(batch_samples, batch_old, batch_adv)
+        ub.keys = sample_keys(ub)
+        out = tr.update(ub)
+        return out, {k: v.clone() for k, v in tr.model.state_dict().items()}
+
+    assert len(set(sample_keys(UpdateBatch(samples, old, adv)))) == len(samples)
+    (plain, w_plain), (split, w_split) = run(False, samples, old, adv), run(True, samples, old, adv)
+    assert plain == split and all(torch.equal(w_plain[k], w_split[k]) for k in state)
+
+    dup = samples + samples * 3  # every sample 4 times: each mini-batch of 4 holds one distinct sample
+    rows = []
+    orig = trainer_mod.Trainer._micro_batch_loss
+    monkeypatch.setattr(trainer_mod.Trainer, "_micro_batch_loss",
+                        lambda self, b, mi, *a, **k: rows.append(len(mi)) or orig(self, b, mi, *a, **k))
+    run(False, dup, old * 4, adv.repeat(4))
+    default_rows, rows[:] = sum(rows), []
+    out, _ = run(True, dup, old * 4, adv.repeat(4))
+    assert sum(rows) == over["optim.ppo_epochs"] * len(samples) < default_rows
+    assert out["optim_steps"] == over["optim.ppo_epochs"] * len(samples)
+
+
+def test_split_distinct_needs_dedupe(tmp_path):
+    with pytest.raises(Exception, match="optim.dedupe=true"):
+        tiny_cfg(tmp_path / "r", **{"optim.split_distinct": True, "optim.dedupe": False})
+
+
 def test_uniform_group_mass_is_the_advantage_share_of_all_equal_groups():
     """adv/uniform_group_mass: sum|A| over samples of groups whose outcomes are all equal / sum|A|.
     Group 0 (both won) holds |A| 1 + 3, group 1 (one won) holds |A| 2 + 2 + 2: share 4 / 10."""
