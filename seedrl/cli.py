@@ -208,6 +208,9 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
             model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP),
             analyzer: str = typer.Option("oracle", "--analyzer", help="oracle | api | self"),
             tasks: int = typer.Option(180, "--tasks", help="train tasks to play"),
+            task_sampling: str = typer.Option("per_type", "--task-sampling", help="per_type: as many tasks of "
+                                              "each task type as possible, seeded (SEED: 30 of each ALFWorld "
+                                              "type); first: the first --tasks in panel order (earlier data)"),
             skip_tasks: int = typer.Option(0, "--skip-tasks", help="start after this many train tasks (e.g. the "
                                            "warm start's demonstration tasks, which it plays far better than RL's)"),
             rollouts: int = typer.Option(8, "--rollouts", help="rollouts per task"),
@@ -239,7 +242,7 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
         from seedrl.train.stage1 import run_analyze  # torch: after the cheap checks
 
         s = run_analyze(cfg, out, tasks, rollouts, temperature, min_failure_frac=min_failure_frac,
-                        max_target_tokens=max_target_tokens, skip_tasks=skip_tasks)
+                        max_target_tokens=max_target_tokens, skip_tasks=skip_tasks, task_sampling=task_sampling)
         if not s["kept"]:
             raise SeedRLError(_why_none_kept(s, out))
     except SeedRLError as exc:
@@ -247,8 +250,8 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
         return
     console.print(f"{s['kept']}/{s['trajectories']} trajectories labelled by {s['analyzer']} at temperature "
                   f"{s['temperature']} (policy success {s['success_rate']:.3f}; rows {s['failure_frac']:.2f} failures; "
-                  f"{s['unparsed']} without a skill, {s['too_long']} answers over {s['max_target_tokens']} tokens) "
-                  f"-> {out}", markup=False)
+                  f"{s['unparsed']} without a skill, {s['too_long']} answers over {s['max_target_tokens']} tokens; "
+                  f"tasks per type {s['task_types']}) -> {out}", markup=False)
     if s["failure_frac_note"]:
         typer.echo(f"warning: {s['failure_frac_note']}", err=True)
 

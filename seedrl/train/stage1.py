@@ -1,7 +1,7 @@
 """Stage 1 of SEED: label the policy's own trajectories with a stronger analyzer, as SFT data.
 
-The policy plays train tasks (``tasks x rollouts``, after the first ``skip_tasks``) **at the RL
-rollout temperature** by default (``rollout.temperature``): the analyzer must learn the outcome mix it will meet in Stage 2, where
+The policy plays train tasks (``tasks x rollouts``, drawn from the train panel after its first
+``skip_tasks``) **at the RL rollout temperature** by default (``rollout.temperature``): the analyzer must learn the outcome mix it will meet in Stage 2, where
 rollouts at temperature 1.0 are mostly failures. The analyzer (``oracle`` offline, or ``api``) writes
 one skill per trajectory; parsed pairs (analysis prompt -> skill JSON) are kept and written as SFT data
 for ``seedrl sft --data``.
@@ -9,6 +9,10 @@ for ``seedrl sft --data``.
 - ``min_failure_frac``: keep at least this share of failures among the rows written, by dropping
   successes (evenly, in play order) when there are too few failures; when there are no failures at all
   the summary says so (``failure_frac_note``) instead of pretending.
+- ``task_sampling``: ``per_type`` (default) draws the tasks evenly over the env's task types
+  (``Env.task_type``), seeded, as SEED's data script takes 30 tasks of each of ALFWorld's 6 types
+  (:func:`select_tasks`); an env with one task type, or ``first``, plays the first ``tasks`` in panel
+  order (what earlier Stage-1 data used: ALFWorld's path-sorted panel then gives one task type).
 - ``skip_tasks``: a warm start trained on demonstrations of the first train tasks plays those far
   better than the tasks RL samples (the alfworld-gen warm start and its Stage-1 model win ~80 % of the
   300 demonstration tasks at temperature 1.0, ~15 % of the other 300); skipping them gives the
@@ -17,19 +21,22 @@ for ``seedrl sft --data``.
   JSON) is longer is dropped and counted, so the self-analyzer learns answers that end well before
   its generation limit.
 
-Provenance (analyzer, model, commit, panel hash, temperature, the outcome mix before and after) goes
-into every row and into ``<out>.meta.json``.
+Provenance (analyzer, model, commit, panel hash, temperature, how the tasks were drawn and how many of
+each task type, the outcome mix before and after) goes into every row and into ``<out>.meta.json``.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from seedrl.config import TrainConfig
 from seedrl.envs.panels import build_panel
+from seedrl.envs.registry import env_class
 from seedrl.errors import SeedRLError
 from seedrl.methods.sources import make_analyzer
 from seedrl.models.loading import load_model, load_tokenizer
@@ -44,9 +51,13 @@ from seedrl.train.trainer import rollout_settings
 
 def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, temperature: float | None = None,
                 batch_tasks: int = 8, min_failure_frac: float = 0.0,
-                max_target_tokens: int | None = None, skip_tasks: int = 0) -> dict[str, Any]:
-    """Roll out ``cfg.model`` on ``tasks`` train tasks (after the first ``skip_tasks``), ``rollouts``
-    times each, at ``temperature`` (default: the RL rollout temperature); label; balance; write."""
+                max_target_tokens: int | None = None, skip_tasks: int = 0,
+                task_sampling: str = "per_type") -> dict[str, Any]:
+    """Roll out ``cfg.model`` on ``tasks`` train tasks (after the first ``skip_tasks``; drawn by
+    ``task_sampling``, see :func:`select_tasks`), ``rollouts`` times each, at ``temperature`` (default:
+    the RL rollout temperature); label; balance; write."""
+    if task_sampling not in TASK_SAMPLING:
+        raise SeedRLError(f"--task-sampling must be one of {', '.join(TASK_SAMPLING)}, got {task_sampling!r}")
     if not 0.0 <= min_failure_frac <= 1.0:
         raise SeedRLError(f"--min-failure-frac must be between 0 and 1, got {min_failure_frac}")
     temperature = cfg.rollout.temperature if temperature is None else temperature
@@ -63,12 +74,14 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
     model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=tok)
     backend = make_backend(cfg.rollout.backend, model, tok, bf16=bf16, seed=cfg.seed, **backend_options(cfg.rollout))
     analyzer = make_analyzer(cfg, backend, tok, bf16=bf16, source="hindsight")
-    task_ids = list(panel.task_ids[skip_tasks:skip_tasks + tasks])
+    task_ids, type_counts = select_tasks(panel.task_ids[skip_tasks:], tasks, env_class(e.name).task_type,
+                                         seed=f"seedrl-stage1/{panel.hash}/{cfg.seed}", sampling=task_sampling)
     settings = rollout_settings(cfg, temperature=temperature)
     provenance = {"analyzer": analyzer.name, "analyzer_model": cfg.skills.api.model if analyzer.name == "api"
                   else (m.name if analyzer.name == "self" else None), "policy_model": m.name,
                   "commit": git_commit(), "env": e.name, "env_kwargs": e.kwargs, "panel": f"{e.name}/{e.train_split}",
-                  "panel_hash": panel.hash, "tasks": len(task_ids), "skip_tasks": skip_tasks, "rollouts": rollouts,
+                  "panel_hash": panel.hash, "tasks": len(task_ids), "skip_tasks": skip_tasks,
+                  "task_sampling": task_sampling, "task_types": type_counts, "rollouts": rollouts,
                   "temperature": temperature, "seed": cfg.seed}
     rows: list[dict[str, Any]] = []
     target_tokens: list[int] = []
@@ -116,6 +129,43 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
         "seconds": time.perf_counter() - t0}
     Path(str(out) + ".meta.json").write_text(json.dumps(summary, indent=1))
     return summary
+
+
+TASK_SAMPLING = ("per_type", "first")
+
+
+def select_tasks(task_ids: Sequence[str], n: int, task_type: Callable[[str], str], seed: str | int,
+                 sampling: str = "per_type") -> tuple[list[str], dict[str, int]]:
+    """``n`` of ``task_ids`` for Stage-1 data, in their order, and how many of each task type.
+
+    ``per_type``: as even over the task types as their sizes allow: ``n // types`` each, the remainder
+    one each to types in a seeded order, and a type with too few tasks gives its share to the others;
+    the tasks of a type are a seeded sample. A pure function of (``task_ids``, ``n``, ``seed``).
+    ``first``, or ids of a single task type: the first ``n`` (panel order)."""
+    groups: dict[str, list[str]] = {}
+    for t in task_ids:
+        groups.setdefault(task_type(t), []).append(t)
+    if sampling == "first" or len(groups) < 2:
+        chosen = list(task_ids[:n])
+    else:
+        rng = random.Random(seed)
+        order = sorted(groups)
+        rng.shuffle(order)
+        quotas = dict.fromkeys(order, 0)
+        left, open_ = min(n, len(task_ids)), order
+        while left and open_:
+            share, extra = divmod(left, len(open_))
+            for i, k in enumerate(open_):
+                give = min(share + (i < extra), len(groups[k]) - quotas[k])
+                quotas[k] += give
+                left -= give
+            open_ = [k for k in open_ if quotas[k] < len(groups[k])]
+        picked = {t for k in sorted(groups) for t in rng.sample(groups[k], quotas[k])}
+        chosen = [t for t in task_ids if t in picked]
+    counts: dict[str, int] = {}
+    for t in chosen:
+        counts[task_type(t)] = counts.get(task_type(t), 0) + 1
+    return chosen, dict(sorted(counts.items()))
 
 
 def balance_outcomes(rows: list[dict[str, Any]], min_failure_frac: float) -> tuple[list[dict[str, Any]], str | None]:

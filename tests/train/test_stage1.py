@@ -56,3 +56,72 @@ def test_skill_demonstrations_carry_the_skill_where_teacher_prompts_do_and_the_e
             assert has_skill(r["messages"][-1]["content"]) and not has_skill(p["messages"][-1]["content"])
             assert encode_messages(tiny_tokenizer, r["messages"]) == teacher_prompt_ids(
                 "after_task", tiny_tokenizer, p["messages"], r["skill"], max_tokens=100_000)
+
+
+# -- which tasks Stage 1 plays (issue 33, item 1) ---------------------------------------------------
+def _type_sorted_panel(env_name: str):
+    """The env's train panel with its ids sorted, so the task types come in blocks, as ALFWorld's
+    path-sorted panel does (its first 180 tasks are all look_at_obj_in_light)."""
+    import dataclasses
+
+    from seedrl.envs.panels import build_panel
+
+    panel = build_panel(env_name, "train")
+    return dataclasses.replace(panel, task_ids=tuple(sorted(panel.task_ids)))
+
+
+def test_stage1_tasks_are_drawn_evenly_over_task_types_and_seeded():
+    from seedrl.envs.registry import env_class
+    from seedrl.train.stage1 import select_tasks
+
+    ids = _type_sorted_panel("alfworld-gen").task_ids
+    kind = env_class("alfworld-gen").task_type
+    chosen, counts = select_tasks(ids, 180, kind, seed="s0")
+    assert len(counts) == 6 and set(counts.values()) == {30}  # SEED's 30 tasks x 6 types
+    assert counts == {k: sum(kind(t) == k for t in chosen) for k in counts} and len(set(chosen)) == 180
+    assert chosen == [t for t in ids if t in set(chosen)]  # panel order
+    assert select_tasks(ids, 180, kind, seed="s0") == (chosen, counts)  # deterministic for a seed
+    assert select_tasks(ids, 180, kind, seed="s1")[0] != chosen
+    _, odd = select_tasks(ids, 32, kind, seed="s0")  # the remainder: one more for two types
+    assert sorted(odd.values()) == [5, 5, 5, 5, 6, 6]
+    # types of unequal size: a small type gives what it lacks to the others, no more than one apart
+    sw = _type_sorted_panel("scienceworld").task_ids
+    sw_type = env_class("scienceworld").task_type
+    sizes: dict[str, int] = {}
+    for t in sw:
+        sizes[sw_type(t)] = sizes.get(sw_type(t), 0) + 1
+    _, c = select_tasks(sw, 200, sw_type, seed=3)
+    assert sum(c.values()) == 200 and set(c) == set(sizes)
+    assert all(c[k] == sizes[k] or c[k] >= max(c.values()) - 1 for k in c)
+    # one task type (sokoban), or `first`: the first n, as before
+    soko = _type_sorted_panel("sokoban").task_ids
+    assert select_tasks(soko, 5, env_class("sokoban").task_type, seed=0)[0] == list(soko[:5])
+    assert select_tasks(ids, 7, kind, seed=0, sampling="first") == (list(ids[:7]), {"look_at_obj_in_light": 7})
+
+
+def test_analyze_plays_every_task_type_and_records_the_counts(tmp_path, monkeypatch):
+    import json
+
+    from seedrl.config import TrainConfig, load_config
+    from seedrl.envs.registry import env_class
+    from seedrl.train import stage1
+
+    panel = _type_sorted_panel("search")  # hop1 x 86, then hop2, then hop3
+    monkeypatch.setattr(stage1, "build_panel", lambda *a, **k: panel)
+    cfg = load_config(TrainConfig, None, ["env.name=search", "model.name=tiny-micro", "skills.analyzer=oracle",
+                                          "env.max_steps=2", "rollout.max_new_tokens=8", "skills.max_new_tokens=400"])
+    out = tmp_path / "d.jsonl"
+    s = stage1.run_analyze(cfg, out, tasks=7, rollouts=1)
+    rows = [json.loads(x) for x in out.read_text().splitlines()]
+    played = [r["task_id"] for r in rows]
+    kind = env_class("search").task_type
+    assert {kind(t) for t in played} == {"hop1", "hop2", "hop3"}
+    assert sorted(s["task_types"].values()) == [2, 2, 3] and s["task_sampling"] == "per_type"
+    meta = json.loads((tmp_path / "d.jsonl.meta.json").read_text())
+    assert meta["task_types"] == rows[0]["provenance"]["task_types"] == s["task_types"]
+    assert s["task_types"] == {k: sum(kind(t) == k for t in played) for k in s["task_types"]}
+    again = stage1.run_analyze(cfg, tmp_path / "e.jsonl", tasks=7, rollouts=1)
+    assert [json.loads(x)["task_id"] for x in (tmp_path / "e.jsonl").read_text().splitlines()] == played
+    assert again["task_types"] == s["task_types"]
+    first = stage1.run_analyze(cfg, tmp_path / "f.jsonl", tasks=7, rollouts=1, task_sampling="first")
+    assert first["task_types"] == {"hop1": 7}
