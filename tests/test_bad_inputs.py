@@ -33,11 +33,49 @@ def files(tmp_path_factory) -> dict[str, str]:
     (d / "folder.yaml").mkdir()
     (d / "bad.jsonl").write_text('{"prompt": "p", "response": "r"}\n\nnot json\n')
     (d / "afile").write_text("")
+    _bad_models(d)
     return {k: str(d / k) for k in ("bad.yaml", "list.yaml", "folder.yaml", "bad.jsonl", "afile")} | {"tmp": str(d)}
 
 
+class _Evil:
+    def __reduce__(self):
+        return (print, ("unpickled",))
+
+
+def _bad_models(d: Path) -> None:
+    """Model and run folders damaged as users' are: truncated weights, pickled weights holding code, no
+    tokenizer, an empty folder, a truncated checkpoint, a run that saved no checkpoint."""
+    import shutil
+
+    from seedrl.models.loading import load_model, load_tokenizer, save_model
+    from seedrl.train.checkpoint import save_checkpoint
+
+    tok = load_tokenizer("tiny-micro")
+    model = load_model("tiny-micro", tokenizer=tok)
+    save_model(model, tok, d / "good")
+    for name in ("trunc", "pickled", "notok"):
+        shutil.copytree(d / "good", d / name)
+    w = d / "trunc" / "model.safetensors"
+    w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
+    (d / "pickled" / "model.safetensors").unlink()
+    torch.save({"w": _Evil()}, d / "pickled" / "pytorch_model.bin")
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (d / "notok" / f).unlink()
+    (d / "emptydir").mkdir()
+    ck = save_checkpoint(d / "ckrun" / "checkpoints", 1, model, tok, torch.optim.AdamW(model.parameters()), {})
+    w = ck / "model" / "model.safetensors"
+    w.write_bytes(w.read_bytes()[:100])
+    (d / "nosave").mkdir()
+    shutil.copy(ROOT / CFG, d / "nosave" / "config.yaml")
+    (d / "nosave" / "metrics.jsonl").write_text('{"iteration": 1}\n')
+
+
+_runs = iter(range(10**6))
+
+
 def _train(*sets: str) -> list[str]:
-    return ["train", "-c", CFG, "--set", "model.name=tiny-micro", "--set", "run_dir={tmp}/run",
+    """Each case its own run folder: the rows run at once, and a live run locks its folder."""
+    return ["train", "-c", CFG, "--set", "model.name=tiny-micro", "--set", f"run_dir={{tmp}}/run{next(_runs)}",
             *[a for s in sets for a in ("--set", s)]]
 
 
@@ -79,6 +117,16 @@ CASES = [
      "--env-kwargs must be a YAML mapping"),
     ("eval-cli-num-tasks-negative", ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--num-tasks", "-1"],
      "--num-tasks must be at least 1"),
+    ("model-weights-truncated", ["eval", "--checkpoint", "{tmp}/trunc", "--env", "sokoban"],
+     "(truncated or padded); the model folder is damaged"),
+    ("model-pickled-code", ["eval", "--checkpoint", "{tmp}/pickled", "--env", "sokoban"],
+     "pickled weights hold more than tensors (it references print); refused"),
+    ("model-without-tokenizer", _train("model.name={tmp}/notok"), "has no tokenizer"),
+    ("model-empty-folder", _train("model.name={tmp}/emptydir"), "has no config.json"),
+    ("eval-checkpoint-truncated", ["eval", "--checkpoint", "{tmp}/ckrun/checkpoints/iter_000001"],
+     "cannot be trusted"),
+    ("eval-run-truncated", ["eval", "--checkpoint", "{tmp}/ckrun"], "no intact checkpoint"),
+    ("eval-run-without-checkpoint", ["eval", "--checkpoint", "{tmp}/nosave"], "saved no checkpoint"),
     # run folders and the disk
     ("run-dir-is-file", _train("run_dir={afile}"), "is a file, not a folder"),
     ("run-dir-under-file", _train("run_dir={afile}/sub"), "is a file, not a folder"),

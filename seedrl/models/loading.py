@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,7 @@ def check_model_source(name_or_path: str) -> None:
     if path.exists():
         if not path.is_dir():
             raise SeedRLError(f"model {name_or_path!r} is a file; give the model's folder (with config.json)")
+        check_model_folder(path)
         return
     if _looks_like_path(name_or_path):
         raise SeedRLError(f"model path {name_or_path!r} does not exist (no such folder from {os.getcwd()}); give "
@@ -129,6 +131,29 @@ def check_model_source(name_or_path: str) -> None:
         raise SeedRLError(f"model {name_or_path!r} is not a local folder and not in the Hugging Face cache, and "
                           f"HF_HUB_OFFLINE=1 forbids downloading it; give an existing folder, download it first "
                           f"(unset HF_HUB_OFFLINE), or use a built-in model ({builtin})")
+
+
+#: files of which a model folder needs one to have a tokenizer
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
+
+
+def check_model_folder(path: Path) -> None:
+    """One line, before transformers reads it, when a local folder cannot be a usable model: no
+    config.json, no tokenizer, or a truncated safetensors file (as ``--resume`` checks checkpoints)."""
+    from seedrl.train.checkpoint import _safetensors_problem
+
+    if not (path / "config.json").is_file():
+        raise SeedRLError(f"model folder {str(path)!r} has no config.json: it is not a Hugging Face model folder "
+                          f"(give a run folder, a checkpoint, a model folder or a built-in model: "
+                          f"{', '.join(builtin_names())})")
+    if not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise SeedRLError(f"model folder {str(path)!r} has no tokenizer ({' or '.join(TOKENIZER_FILES)}); save the "
+                          f"model's tokenizer into it (tokenizer.save_pretrained)")
+    for w in sorted(path.glob("*.safetensors")):
+        problem = _safetensors_problem(w)
+        if problem:
+            raise SeedRLError(f"model weights {w} {problem}; the model folder is damaged: rewrite it or use "
+                              f"another checkpoint")
 
 
 def load_tokenizer(name_or_path: str):
@@ -216,6 +241,11 @@ def load_model(
             model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype)
         except OSError as exc:
             raise SeedRLError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from exc
+        except pickle.UnpicklingError as exc:  # a pickled pytorch_model.bin that is more than tensors
+            found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+            what = f"it references {found.group(1)}" if found else str(exc).strip().splitlines()[0][:200]
+            raise SeedRLError(f"model {name_or_path!r}: its pickled weights hold more than tensors ({what}); refused, "
+                              f"since unpickling them could run code (save the model as safetensors)") from None
     model.to(device)
     if lora:
         from peft import LoraConfig, get_peft_model

@@ -363,10 +363,11 @@ def latest_checkpoint(ckpt_root: str | Path) -> Path | None:
     for d in dirs:
         problem = verify_checkpoint(d)
         if problem is None:
+            for bad, why in problems:
+                log.warning("checkpoint %s is damaged, skipping it: %s", bad.name, why)
             return d
-        log.warning("checkpoint %s is damaged, skipping it: %s", d.name, problem)
-        problems.append(problem)
-    raise SeedRLError(f"no intact checkpoint in {root}: " + "; ".join(problems))
+        problems.append((d, problem))
+    raise SeedRLError(f"no intact checkpoint in {root}: " + "; ".join(why for _, why in problems))
 
 
 # ------------------------------------------------------------------------------------ loading
@@ -389,6 +390,10 @@ def resolve_checkpoint(spec: str) -> tuple[str, Any]:
             raise SeedRLError(f"run folder {spec} has no complete checkpoint")
         return str(ck / "model"), load_config(TrainConfig, p / "config.yaml")
     if (p / "model").is_dir():  # a checkpoint folder, or an SFT run folder (its model/ and config.yaml)
+        if any((p / f).exists() for f in (COMPLETE, MANIFEST, "trainer.pt", "state.json")):  # a checkpoint
+            problem = verify_checkpoint(p)
+            if problem:
+                raise SeedRLError(f"checkpoint {spec} cannot be trusted: {problem}")
         run_cfg = None
         if (p.parent.parent / "config.yaml").exists():
             run_cfg = load_config(TrainConfig, p.parent.parent / "config.yaml")
@@ -396,6 +401,9 @@ def resolve_checkpoint(spec: str) -> tuple[str, Any]:
             sft = load_config(SFTConfig, p / "config.yaml")
             run_cfg = TrainConfig(model=sft.model, env=sft.env, eval=sft.eval)
         return str(p / "model"), run_cfg
+    if (p / "config.yaml").is_file() and (p / "metrics.jsonl").is_file():  # a run folder without checkpoints
+        raise SeedRLError(f"run folder {spec} saved no checkpoint (save_every=0, or it was stopped before its "
+                          f"first save); evaluate a run that saves one, or its start (model.name in its config.yaml)")
     if not p.expanduser().exists() and _looks_like_path(spec):
         raise SeedRLError(f"checkpoint {spec!r} does not exist (no such folder from {Path.cwd()}); give a run "
                           f"folder, a checkpoint folder, a model folder, a hub name or a built-in model")

@@ -75,6 +75,7 @@ from seedrl.train.distributed import (
 )
 from seedrl.train.logger import MetricsLogger
 from seedrl.train.policy import adamw, build_policy
+from seedrl.train.runlock import RunLock, lock_run_dir
 from seedrl.train.traces import build_trace, cut_traces, write_trace
 
 log = logging.getLogger(__name__)
@@ -189,12 +190,16 @@ class Trainer:
             torch.set_num_threads(cfg.torch_threads)
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
+        #: one live process per run folder (seedrl.train.runlock), taken before the folder is read
+        self._lock: RunLock | None = lock_run_dir(self.run_dir) if main else None
         has_ckpt = bool(checkpoint_dirs(self.ckpt_dir))
         if not resume:
+            rows = [n for n in ROW_FILES if (self.run_dir / n).exists() and (self.run_dir / n).stat().st_size > 0]
+            if has_ckpt or rows:
+                self._release_lock()
             if has_ckpt:
                 raise SeedRLError(f"{self.run_dir} already holds checkpoints; pass --resume to continue it "
                                   f"or choose another run_dir")
-            rows = [n for n in ROW_FILES if (self.run_dir / n).exists() and (self.run_dir / n).stat().st_size > 0]
             if rows:
                 raise SeedRLError(f"{self.run_dir} holds {', '.join(rows)} of an earlier run but no checkpoint; "
                                   f"pass --resume to restart it from scratch in place (its rows are discarded) "
@@ -456,6 +461,12 @@ class Trainer:
         close = getattr(self.backend, "close", None)
         if close is not None:
             close()
+        self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     def logprobs(self, model, samples: list[StepSample]) -> list[torch.Tensor]:
         """Per-sample response log-probs under ``model``. Samples with the same prompt and response
@@ -926,6 +937,8 @@ class Trainer:
 
         Several processes: only rank 0 evaluates and writes (the others wait at a barrier and
         return an empty summary)."""
+        if self.world.main and self._lock is None:  # a trainer trained again after close()
+            self._lock = lock_run_dir(self.run_dir)
         try:
             if not self.world.main:
                 return self._train_follower(stop_after)
