@@ -56,8 +56,12 @@ class _OneLineErrors(TyperGroup):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
+        except KeyboardInterrupt:
+            typer.echo("interrupted (Ctrl-C); a training run continues from its last checkpoint with --resume",
+                       err=True)
+            raise typer.Exit(130) from None
         except Exception as exc:
             msg = user_error_message(exc)
             if msg is None:
@@ -97,6 +101,44 @@ def _check_run_dir(run_dir: str) -> None:
                 raise SeedRLError(f"run_dir {run_dir!r}: {str(q)!r} is a file, not a folder; remove it or choose "
                                   f"another run_dir (--set run_dir=...)")
             break
+
+
+def _check_out(out: Path | None) -> None:
+    """An output file that cannot be written fails now, not after the work that fills it: its folder is
+    created and a probe file written there; a device or folder in its place is refused."""
+    if out is None:
+        return
+    import tempfile
+
+    if out.exists() and not out.is_file():
+        raise SeedRLError(f"--out {str(out)!r} is {'a folder' if out.is_dir() else 'not a regular file'}; give "
+                          f"a file path such as results/eval.json")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=".seedrl-probe-") as f:
+            f.write(b"{}")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise SeedRLError(f"--out {str(out)!r} cannot be written: {reason} in {str(out.parent)!r}; give a "
+                          f"writable path") from None
+
+
+def _write_out(out: Path, res: dict) -> None:
+    """Write ``res`` to ``out``; if that fails after all (the disk filled meanwhile), the results go to a
+    file in the temp folder and the one-line error names both, so nothing computed is lost."""
+    import tempfile
+
+    text = json.dumps(res, indent=1)
+    try:
+        out.write_text(text)
+    except OSError as exc:
+        fd, spare = tempfile.mkstemp(prefix="seedrl-eval-", suffix=".json")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        reason = describe_os_error(exc) or str(exc)
+        raise SeedRLError(f"could not write --out {str(out)!r} ({reason}); the results are in {spare}") from None
 
 
 def _check_jsonl(path: str) -> None:
@@ -329,6 +371,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         if greedy and len(seed_list) > 1:
             raise SeedRLError("greedy evaluation does not depend on the seed: give one --seeds value, or pass "
                               "--sample for sampled evaluation under several seeds")
+        _check_out(out)
         for flag, value, lo in (("--num-tasks", num_tasks, 1), ("--max-steps", max_steps, 1),
                                 ("--history-length", history_length, 0), ("--batch-size", batch_size, 1),
                                 ("--workers", workers, 1)):
@@ -401,8 +444,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
            "config": {"eval": settings, "run": run_cfg.model_dump(mode="json") if run_cfg else None},
            "panels": results}
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res, indent=1))
+        _write_out(out, res)
     for sp, r in results.items():
         console.print(f"{env_name}/{sp} [panel {r['panel_hash']}]: success {r['success_rate']:.3f} "
                       f"(95% CI {r['ci95'][0]:.3f}-{r['ci95'][1]:.3f}) over {r['num_tasks']} episodes, score "
@@ -433,8 +475,7 @@ def _skill_lift(source: str, backend, tok, model, panels, settings, seed_list, r
            "commit": git_commit(), "precision": prec.describe(),
            "config": {"eval": settings, "skills": cfg.skills.model_dump(mode="json")}, "panels": results}
     if out:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res, indent=1))
+        _write_out(out, res)
     for sp, r in results.items():
         shift = ("n/a" if r["teacher_above_student_frac"] is None else
                  f"{r['teacher_above_student_frac']:.3f} of {r['teacher_tokens']} tokens, mean {r['teacher_delta_mean']:+.3f}; "

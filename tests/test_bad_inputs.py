@@ -5,6 +5,7 @@ every case fails before a model is built (except the `analyze` row, which plays 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import subprocess
 import sys
@@ -127,6 +128,9 @@ CASES = [
      "cannot be trusted"),
     ("eval-run-truncated", ["eval", "--checkpoint", "{tmp}/ckrun"], "no intact checkpoint"),
     ("eval-run-without-checkpoint", ["eval", "--checkpoint", "{tmp}/nosave"], "saved no checkpoint"),
+    ("eval-out-device", ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--out", "/dev/full"],
+     "--out '/dev/full' is not a regular file"),
+    ("eval-out-folder", ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--out", "{tmp}"], "is a folder"),
     # run folders and the disk
     ("run-dir-is-file", _train("run_dir={afile}"), "is a file, not a folder"),
     ("run-dir-under-file", _train("run_dir={afile}/sub"), "is a file, not a folder"),
@@ -142,6 +146,8 @@ CASES = [
     ("analyze-tasks-0", ["analyze", "--out", "{tmp}/a.jsonl", "--tasks", "0"], "--tasks must be at least 1"),
 ]
 if Path("/sys").is_dir() and sys.platform.startswith("linux"):  # sysfs refuses mkdir, even to root
+    CASES.append(("eval-out-not-writable", ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--out",
+                                            "/sys/seedrl-test/eval.json"], "cannot be written: Operation not permitted"))
     CASES.append(("run-dir-not-writable", _train("run_dir=/sys/seedrl-test-run"),
                   "/sys/seedrl-test-run: Operation not permitted (EPERM)"))
 if NO_CUDA:
@@ -310,3 +316,28 @@ def test_every_shipped_preset_is_in_range():
         data = p.read_text()
         cls = TrainConfig if "\nrollout:" in data or "\nalgo:" in data or "\niterations:" in data else SFTConfig
         load_config(cls, p)
+
+
+def test_results_that_cannot_be_written_at_the_end_are_kept_elsewhere(tmp_path):
+    from seedrl.cli import _write_out
+
+    res = {"panels": {"valid_seen": {"success_rate": 0.5}}}
+    with pytest.raises(SeedRLError) as e:
+        _write_out(tmp_path, res)  # a folder where the file should go: the write fails after the work
+    msg = str(e.value)
+    spare = Path(msg.rsplit("the results are in ", 1)[1])
+    try:
+        assert "\n" not in msg and str(tmp_path) in msg and json.loads(spare.read_text()) == res
+    finally:
+        spare.unlink()
+
+
+def test_ctrl_c_is_one_line_and_exit_130(monkeypatch):
+    import seedrl.train.checkpoint as ck
+
+    def interrupt(spec):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ck, "resolve_checkpoint", interrupt)
+    r = CliRunner().invoke(app, ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban"])
+    assert r.exit_code == 130 and "interrupted (Ctrl-C)" in r.output and "Traceback" not in r.output
