@@ -28,6 +28,7 @@ fails to load makes them count as damaged).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -213,9 +214,9 @@ def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, opt
         save_file({n: p.detach().contiguous() for n, p in model.named_parameters() if p.requires_grad},
                   str(tmp / "trainable.safetensors"))
         _fault("trainable")
-    torch.save({"optimizer": optimizer.state_dict() if optimizer_state is None else optimizer_state,
-                "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                "rng": rng_state()}, tmp / "trainer.pt")
+    _torch_save({"optimizer": optimizer.state_dict() if optimizer_state is None else optimizer_state,
+                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                 "rng": rng_state()}, tmp / "trainer.pt")
     _fault("trainer_state")
     (tmp / "state.json").write_text(json.dumps({"iteration": iteration, **state}, indent=1))
     _fault("state")
@@ -245,6 +246,24 @@ def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, opt
         shutil.rmtree(old, ignore_errors=True)
     _fault("rotate")
     return final
+
+
+#: below this much free space, a failed torch.save write is taken for a full disk
+_FULL_BYTES = 64 << 20
+
+
+def _torch_save(obj: Any, path: Path) -> None:
+    """``torch.save``, whose failed write on a full disk is a C++ ``RuntimeError`` (inline_container.cc)
+    without an errno: raised as the ``OSError(ENOSPC)`` it is, so the CLI prints its one line."""
+    try:
+        torch.save(obj, path)
+    except RuntimeError as exc:
+        if "write" not in str(exc).lower():
+            raise
+        st = os.statvfs(path.parent)
+        if st.f_bavail * st.f_frsize < _FULL_BYTES:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
+        raise
 
 
 # ------------------------------------------------------------------------------------ verifying

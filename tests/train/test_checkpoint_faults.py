@@ -451,3 +451,28 @@ def test_resolve_checkpoint_maps_run_checkpoint_sft_folders_and_names(run_copy, 
     ckpts.mkdir()
     with pytest.raises(SeedRLError, match="no complete checkpoint"):
         resolve_checkpoint(str(run_copy))
+
+
+def test_a_full_disk_during_torch_save_is_enospc_not_a_cpp_traceback(tmp_path, monkeypatch):
+    """torch.save's failed write is a RuntimeError from inline_container.cc; on a full disk it is raised as
+    OSError(ENOSPC), which the CLI turns into its one line. On a disk with room it stays what it was."""
+    import errno
+    from types import SimpleNamespace
+
+    import seedrl.train.checkpoint as ck
+
+    def failing_save(obj, path):
+        raise RuntimeError("[enforce fail at inline_container.cc:664] . unexpected pos 64 vs 0 "
+                           "PytorchStreamWriter failed writing file data/0: file write failed")
+
+    monkeypatch.setattr(ck.torch, "save", failing_save)
+    monkeypatch.setattr(ck.os, "statvfs", lambda p: SimpleNamespace(f_bavail=0, f_frsize=4096))
+    with pytest.raises(OSError) as e:
+        ck._torch_save({}, tmp_path / "trainer.pt")
+    assert e.value.errno == errno.ENOSPC and e.value.filename == str(tmp_path / "trainer.pt")
+    from seedrl.errors import describe_os_error
+
+    assert "No space left on device (ENOSPC)" in describe_os_error(e.value)
+    monkeypatch.setattr(ck.os, "statvfs", lambda p: SimpleNamespace(f_bavail=1 << 30, f_frsize=4096))
+    with pytest.raises(RuntimeError):
+        ck._torch_save({}, tmp_path / "trainer.pt")
