@@ -146,7 +146,12 @@ class SkillsConfig(_Strict):
     analyzer: Literal["self", "api", "oracle"] = "self"
     max_new_tokens: PosInt = 256
     max_prompt_tokens: PosInt = 4096
-    max_obs_chars: PosInt | None = 2000
+    #: the analyzer's prompt: ``seed`` (SEED's structure: instructions first, the episode last, steps
+    #: from 0, "Action valid" = the turn's format validity) or ``legacy`` (the prompt earlier Stage-1
+    #: data and the tiny CPU presets' models were trained on); ``seedrl/skills/prompts.py``
+    analysis_prompt: Literal["seed", "legacy"] = "seed"
+    #: cap on each observation in the analysis prompt (characters, head kept); None = uncapped, as SEED
+    max_obs_chars: PosInt | None = None
     min_words: NonNegInt = 5
     #: trajectories analysed per generate call by the self analyzer
     batch_size: PosInt = 64

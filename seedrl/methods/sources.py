@@ -28,12 +28,13 @@ def make_analyzer(cfg: TrainConfig, backend, tokenizer, bf16: bool = False, sour
         return SelfAnalyzer(backend, tokenizer, s.max_new_tokens, s.max_prompt_tokens, s.max_obs_chars,
                             s.min_words, batch_size=s.batch_size, seed=cfg.seed,
                             bf16=bf16, step_skills=s.step_skills,
-                            max_step_skills=s.max_step_skills)
+                            max_step_skills=s.max_step_skills, analysis_prompt=s.analysis_prompt)
     if s.analyzer == "api":
         from seedrl.skills.analyzers.api import APIAnalyzer
 
         return APIAnalyzer(**s.api.model_dump(), min_words=s.min_words, max_obs_chars=s.max_obs_chars,
-                           step_skills=s.step_skills, max_step_skills=s.max_step_skills)
+                           step_skills=s.step_skills, max_step_skills=s.max_step_skills,
+                           analysis_prompt=s.analysis_prompt)
     from seedrl.skills.analyzers.oracle import OracleAnalyzer
 
     return OracleAnalyzer(env_name=cfg.env.name, min_words=s.min_words, step_skills=s.step_skills,

@@ -24,13 +24,14 @@ The skill must be a string; its whitespace is collapsed to single spaces; fewer 
 words (or empty) -> ``skill=None``.
 
 Step-level skills (OPID, optional): a ``step_skills`` key in the winning object, a list of
-``{"step": <1-based step number, as "Step i" in the analysis prompt>, "skill": "..."}``, comes back
-as :attr:`ParsedSkill.step_skills`, a dict *0-based* step index -> skill. It is parsed leniently and
-can never fail the parse: entries that are not objects, have a step that is not a positive integer
-(ints, integral floats and digit strings are accepted; bools are not), a non-string skill or one
+``{"step": <step number, as "Step i" in the analysis prompt>, "skill": "..."}``, comes back as
+:attr:`ParsedSkill.step_skills`, a dict *0-based* step index -> skill. The prompt's numbering is
+``step_base`` (``seedrl.skills.prompts.STEP_BASE``: 0 for the ``seed`` prompt, 1 for ``legacy``). It is
+parsed leniently and can never fail the parse: entries that are not objects, have a step below
+``step_base`` or not an integer (ints, integral floats and digit strings are accepted; bools are not), a non-string skill or one
 shorter than ``min_words`` are dropped; the first entry for a step wins; at most
 ``max_step_skills`` entries are kept (0 = ignore the key). The mapping form ``{"<step>": "skill"}``
-is read the same way (steps 1-based as well). Step skills are only returned together with a valid
+is read the same way (numbered the same way). Step skills are only returned together with a valid
 episode skill: a trajectory without one gets no teacher signal at all. Errors start with ``"parse: "`` (they go straight into
 :attr:`AnalysisResult.error`); text cut off mid-object reports ``"parse: truncated JSON ..."``.
 """
@@ -155,18 +156,18 @@ def _lookup(obj: dict, key: str) -> Any:
     return None
 
 
-def _step_number(value: Any) -> int | None:
-    """A positive 1-based step number, or None."""
+def _step_number(value: Any, base: int) -> int | None:
+    """The 0-based step of a step number counted from ``base``, or None."""
     if isinstance(value, bool):
         return None
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value.strip())
-    return value if isinstance(value, int) and value >= 1 else None
+    return value - base if isinstance(value, int) and value >= base else None
 
 
-def _step_skills(raw: Any, min_words: int, limit: int) -> dict[int, str]:
+def _step_skills(raw: Any, min_words: int, limit: int, base: int) -> dict[int, str]:
     """``step_skills`` as {0-based step: skill}; bad entries are dropped (see the module docstring)."""
     if limit <= 0 or raw is None:
         return {}
@@ -182,17 +183,18 @@ def _step_skills(raw: Any, min_words: int, limit: int) -> dict[int, str]:
             break
         if not isinstance(entry, dict):
             continue
-        step = _step_number(_lookup(entry, "step"))
+        step = _step_number(_lookup(entry, "step"), base)
         text = _lookup(entry, "skill")
-        if step is None or not isinstance(text, str) or step - 1 in out:
+        if step is None or not isinstance(text, str) or step in out:
             continue
         text = collapse_ws(text)
         if text and len(text.split()) >= min_words:
-            out[step - 1] = text
+            out[step] = text
     return out
 
 
-def _from_object(obj: dict, min_words: int, max_step_skills: int = DEFAULT_MAX_STEP_SKILLS) -> ParsedSkill:
+def _from_object(obj: dict, min_words: int, max_step_skills: int = DEFAULT_MAX_STEP_SKILLS,
+                 step_base: int = 0) -> ParsedSkill:
     raw_summary = _lookup(obj, SUMMARY_KEY)
     summary = collapse_ws(raw_summary) if isinstance(raw_summary, str) else None
     summary = summary or None
@@ -208,13 +210,13 @@ def _from_object(obj: dict, min_words: int, max_step_skills: int = DEFAULT_MAX_S
     if words < min_words:
         return ParsedSkill(None, summary, f"parse: skill too short ({words} < {min_words} words)")
     try:
-        steps = _step_skills(_lookup(obj, STEP_SKILLS_KEY), min_words, max_step_skills)
+        steps = _step_skills(_lookup(obj, STEP_SKILLS_KEY), min_words, max_step_skills, step_base)
     except Exception:  # noqa: BLE001 - optional extra: never costs the episode skill
         steps = {}
     return ParsedSkill(skill, summary, None, steps)
 
 
-def _parse(text: str, min_words: int, max_step_skills: int) -> ParsedSkill:
+def _parse(text: str, min_words: int, max_step_skills: int, step_base: int = 0) -> ParsedSkill:
     if not isinstance(text, str):
         return ParsedSkill(None, None, f"parse: not a string ({type(text).__name__})")
     text = _FENCE.sub("", text).strip()
@@ -227,7 +229,7 @@ def _parse(text: str, min_words: int, max_step_skills: int) -> ParsedSkill:
     except (ValueError, RecursionError):
         whole = None
     if isinstance(whole, dict):
-        first = _from_object(whole, min_words, max_step_skills)
+        first = _from_object(whole, min_words, max_step_skills, step_base)
         if first.skill is not None:
             return first
     truncated = False
@@ -237,7 +239,7 @@ def _parse(text: str, min_words: int, max_step_skills: int) -> ParsedSkill:
         obj, cut = _decode_at(text, pos, decoder)
         truncated = truncated or cut
         if isinstance(obj, dict):
-            result = _from_object(obj, min_words, max_step_skills)
+            result = _from_object(obj, min_words, max_step_skills, step_base)
             if result.skill is not None:
                 return result
             first = first or result
@@ -251,11 +253,13 @@ def _parse(text: str, min_words: int, max_step_skills: int) -> ParsedSkill:
     return ParsedSkill(None, None, "parse: invalid JSON object")
 
 
-def parse_skill(text: str, min_words: int = 5, max_step_skills: int = DEFAULT_MAX_STEP_SKILLS) -> ParsedSkill:
+def parse_skill(text: str, min_words: int = 5, max_step_skills: int = DEFAULT_MAX_STEP_SKILLS,
+                step_base: int = 0) -> ParsedSkill:
     """The skill in an analyzer answer, or ``skill=None`` with ``error`` set. Never raises.
 
-    ``max_step_skills``: how many ``step_skills`` entries to keep (0 = ignore them)."""
+    ``max_step_skills``: how many ``step_skills`` entries to keep (0 = ignore them); ``step_base``: the
+    number of the first step in the analysis prompt (0: ``seed``, 1: ``legacy``)."""
     try:
-        return _parse(text, min_words, max_step_skills)
+        return _parse(text, min_words, max_step_skills, step_base)
     except Exception as exc:  # noqa: BLE001 - total by contract; a parser bug must not kill a batch
         return ParsedSkill(None, None, f"parse: internal error {type(exc).__name__}: {exc}")

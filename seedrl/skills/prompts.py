@@ -7,14 +7,24 @@ single user message that asks for one short, policy-facing skill as strict JSON
 core decision rule and action ordering); a failure asks for an avoidance rule (the core mistake and
 its warning signs). The wording is our own, written from the description of the official prompt.
 
-Layout: the request (outcome, what to write, the JSON shape) comes *after* the trajectory, and it
-restates the task and the outcome, because the self-analyzer left-truncates overlong prompts: the
-oldest steps are lost first, never the request.
+Two variants (config ``skills.analysis_prompt``):
+
+- ``seed`` (default), SEED's structure (``seed/analysis.py``): the instructions first, the episode
+  last; steps numbered from 0; observations as the env wrote them (``max_obs_chars`` caps them only
+  when set); ``Action valid`` is the step's *format* validity (``StepSample.format_valid``: the turn
+  was parsable in the required action format), as verl-agent's flag is. A prompt over the analyzer's
+  limit loses its oldest steps, never the instructions (:class:`~seedrl.skills.analyzers.self_analyzer.SelfAnalyzer`
+  renders it again with ``first_step``).
+- ``legacy``, the prompt the tiny CPU presets' Stage-1 models were trained on, unchanged: the
+  request *after* the trajectory (restating the task and the outcome, so left-truncation loses the
+  oldest steps first), steps numbered from 1, ``Action valid`` = the env accepted the action
+  (admissibility, ``StepSample.action_valid``).
 
 With ``step_skills=True`` (config ``skills.step_skills``; OPID's critical-step skills) the prompt
 also asks for a third key, ``"step_skills": [{"step": <the "Step i" number>, "skill": "..."}]``,
-one imperative sentence for each of at most ``max_step_skills`` critical steps (possibly none).
-Off by default, so the SEED prompt and its Stage-1 targets are unchanged.
+one imperative sentence for each of at most ``max_step_skills`` critical steps (possibly none); the
+step numbers are the prompt's own (:data:`STEP_BASE`). Off by default, so the SEED prompt and its
+Stage-1 targets are unchanged.
 """
 
 from __future__ import annotations
@@ -25,6 +35,11 @@ from seedrl.agent.prompts import TASK_PREFIX
 from seedrl.rollout.types import Trajectory
 
 TRUNCATION_MARK = " ...[truncated {n} chars]"
+
+#: the analysis prompt variants (config ``skills.analysis_prompt``); the first is the default
+ANALYSIS_PROMPTS = ("seed", "legacy")
+#: the number of a trajectory's first step in each variant's prompt (and in its ``step_skills``)
+STEP_BASE = {"seed": 0, "legacy": 1}
 
 _INTRO = (
     "You are reviewing one finished episode of an agent acting in a text-based environment. "
@@ -74,6 +89,47 @@ _FORMAT_RULES_STEPS = (
 )
 
 
+_SEED_OPENING = (
+    "Study the agent episode printed at the end of this message and answer with one JSON object, "
+    "with no other text."
+)
+
+_SEED_SUMMARY_FIELD = "episode_summary: a short account of what happened in the episode."
+
+_SEED_SUCCESS_FIELD = (
+    "episode_skill: the episode SUCCEEDED, so turn it into a workflow: the core decision rule and the "
+    "action ordering that made it work."
+)
+
+_SEED_FAILURE_FIELD = (
+    "episode_skill: the episode FAILED, so turn it into avoidance rules: the core mistake, and the "
+    "warning signs that tell the agent it is about to make it."
+)
+
+_SEED_STEP_FIELD = (
+    "step_skills: at most {k} critical steps, where the decision made or broke the episode, each with one "
+    "imperative sentence telling the agent what to do at that step; an empty list when no single step was "
+    "critical."
+)
+
+_SEED_RULES = (
+    "- episode_skill is one short policy-facing skill that the agent can act on, not a retrospective "
+    "explanation of the episode.\n"
+    "- The steps are numbered from 0: Step 0 is the first step of the episode.\n"
+    "- \"Action valid\" says whether that response was parsable in the required action format.\n"
+    "- Answer with exactly these top-level keys: {keys}."
+)
+
+_SEED_FORMAT = '{"episode_summary": "<string>", "episode_skill": "<string>"}'
+_SEED_FORMAT_STEPS = ('{"episode_summary": "<string>", "episode_skill": "<string>", '
+                      '"step_skills": [{"step": <step number>, "skill": "<one imperative sentence>"}]}')
+
+
+def _check_variant(variant: str) -> None:
+    if variant not in ANALYSIS_PROMPTS:
+        raise ValueError(f"unknown analysis prompt {variant!r}; valid: {', '.join(ANALYSIS_PROMPTS)}")
+
+
 def _task_text(traj: Trajectory) -> str:
     """The task description; when the trajectory has none, the task line of its first step prompt."""
     task = (traj.task_description or "").strip()
@@ -98,25 +154,37 @@ def _cap(text: str, max_chars: int | None) -> str:
     return text[:max(max_chars, 0)] + TRUNCATION_MARK.format(n=cut)
 
 
-def render_trajectory(traj: Trajectory, max_obs_chars: int | None = None) -> str:
+def render_trajectory(traj: Trajectory, max_obs_chars: int | None = None, variant: str = "seed",
+                      first_step: int = 0) -> str:
     """The trajectory as analyzer input.
 
     ``Task: <task>``, ``episode_success: success|failure`` (from ``traj.won``), then for each step in
-    order a block ``Step i`` (1-based) / ``Observation: <raw env text>`` / ``Response: <full model
-    output>`` / ``Action valid: true|false``; blocks are separated by a blank line.
+    order a block ``Step i`` / ``Observation: <raw env text>`` / ``Response: <full model output>`` /
+    ``Action valid: true|false``; blocks are separated by a blank line. ``variant`` ``seed``: steps
+    from 0, the flag is the turn's format validity; ``legacy``: steps from 1, the flag is the env's
+    acceptance of the action (see the module docstring).
 
     ``max_obs_chars`` caps each observation (responses are never cut): the head is kept and
-    ``" ...[truncated N chars]"`` is appended. ``None`` = no cap.
+    ``" ...[truncated N chars]"`` is appended. ``None`` = no cap. ``first_step`` > 0 leaves out the
+    steps before it, with a line saying which (to fit a prompt limit).
     """
+    _check_variant(variant)
+    base = STEP_BASE[variant]
     lines = [f"Task: {_task_text(traj)}", f"episode_success: {'success' if traj.won else 'failure'}"]
-    for i, step in enumerate(traj.steps, start=1):
+    if first_step > 0 and traj.steps:
+        last = min(first_step, len(traj.steps)) - 1 + base
+        lines += ["", f"(Steps {base} to {last} are left out to fit the prompt limit.)"]
+    for i, step in enumerate(traj.steps):
+        if i < first_step:
+            continue
         obs = step.observation if step.observation else "(empty)"
+        valid = step.format_valid if variant == "seed" else step.action_valid
         lines += [
             "",
-            f"Step {i}",
+            f"Step {i + base}",
             f"Observation: {_cap(obs, max_obs_chars)}",
             f"Response: {step.response_text}",
-            f"Action valid: {'true' if step.action_valid else 'false'}",
+            f"Action valid: {'true' if valid else 'false'}",
         ]
     if not traj.steps:
         lines += ["", "(the episode has no steps)"]
@@ -124,13 +192,31 @@ def render_trajectory(traj: Trajectory, max_obs_chars: int | None = None) -> str
 
 
 def analysis_prompt(traj: Trajectory, max_obs_chars: int | None = None, step_skills: bool = False,
-                    max_step_skills: int = 5) -> str:
-    """The text of the single analysis user message (``step_skills``: also ask for critical-step skills)."""
+                    max_step_skills: int = 5, variant: str = "seed", first_step: int = 0) -> str:
+    """The text of the single analysis user message (``step_skills``: also ask for critical-step skills;
+    ``variant``: ``seed`` or ``legacy``, see the module docstring; ``first_step``: see
+    :func:`render_trajectory`)."""
+    _check_variant(variant)
+    episode = render_trajectory(traj, max_obs_chars, variant, first_step)
+    if variant == "seed":
+        fields = [_SEED_SUMMARY_FIELD, _SEED_SUCCESS_FIELD if traj.won else _SEED_FAILURE_FIELD]
+        keys = "episode_summary, episode_skill"
+        if step_skills:
+            fields.append(_SEED_STEP_FIELD.format(k=max_step_skills))
+            keys += ", step_skills"
+        numbered = "\n".join(f"{i}. {f}" for i, f in enumerate(fields, start=1))
+        return "\n\n".join([
+            _SEED_OPENING,
+            f"Fill in {len(fields)} fields:\n{numbered}",
+            "Rules:\n" + _SEED_RULES.format(keys=keys),
+            "Answer format:\n" + (_SEED_FORMAT_STEPS if step_skills else _SEED_FORMAT),
+            "Episode:\n" + episode,
+        ])
     outcome = "SUCCESS" if traj.won else "FAILURE"
     request = _SUCCESS_REQUEST if traj.won else _FAILURE_REQUEST
     parts = [
         _INTRO,
-        "=== Episode ===\n" + render_trajectory(traj, max_obs_chars) + "\n=== End of episode ===",
+        "=== Episode ===\n" + episode + "\n=== End of episode ===",
         f"Task: {_task_text(traj)}\nOutcome: {outcome}",
         request,
         _SKILL_RULES,
@@ -143,9 +229,10 @@ def analysis_prompt(traj: Trajectory, max_obs_chars: int | None = None, step_ski
 
 
 def analysis_messages(traj: Trajectory, max_obs_chars: int | None = None, step_skills: bool = False,
-                      max_step_skills: int = 5) -> list[dict[str, str]]:
+                      max_step_skills: int = 5, variant: str = "seed", first_step: int = 0) -> list[dict[str, str]]:
     """Chat messages for the analyzer: one user message (as the official code does)."""
-    return [{"role": "user", "content": analysis_prompt(traj, max_obs_chars, step_skills, max_step_skills)}]
+    return [{"role": "user", "content": analysis_prompt(traj, max_obs_chars, step_skills, max_step_skills,
+                                                        variant, first_step)}]
 
 
 def repair_messages(original_messages: list[dict[str, str]], bad_output: str,
@@ -170,12 +257,14 @@ def repair_messages(original_messages: list[dict[str, str]], bad_output: str,
     ]
 
 
-def skill_target(summary: str, skill: str, step_skills: dict[int, str] | None = None) -> str:
+def skill_target(summary: str, skill: str, step_skills: dict[int, str] | None = None,
+                 step_base: int = STEP_BASE["seed"]) -> str:
     """The canonical analyzer answer (the SFT response in Stage 1).
 
-    ``step_skills`` (0-based step -> skill) adds the ``step_skills`` key, steps written 1-based as in
-    the analysis prompt, in step order; ``None`` leaves the key out (an empty dict writes ``[]``)."""
+    ``step_skills`` (0-based step -> skill) adds the ``step_skills`` key, steps numbered as in the
+    analysis prompt (``step_base``: :data:`STEP_BASE` of its variant), in step order; ``None`` leaves
+    the key out (an empty dict writes ``[]``)."""
     answer: dict = {"episode_summary": summary, "episode_skill": skill}
     if step_skills is not None:
-        answer["step_skills"] = [{"step": i + 1, "skill": s} for i, s in sorted(step_skills.items())]
+        answer["step_skills"] = [{"step": i + step_base, "skill": s} for i, s in sorted(step_skills.items())]
     return json.dumps(answer, ensure_ascii=False)

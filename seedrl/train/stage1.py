@@ -45,7 +45,7 @@ from seedrl.provenance import git_commit
 from seedrl.rollout.backends import backend_options, make_backend
 from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import rollout
-from seedrl.skills.prompts import analysis_messages, skill_target
+from seedrl.skills.prompts import STEP_BASE, analysis_messages, skill_target
 from seedrl.train.trainer import rollout_settings
 
 
@@ -82,6 +82,7 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
                   "commit": git_commit(), "env": e.name, "env_kwargs": e.kwargs, "panel": f"{e.name}/{e.train_split}",
                   "panel_hash": panel.hash, "tasks": len(task_ids), "skip_tasks": skip_tasks,
                   "task_sampling": task_sampling, "task_types": type_counts, "rollouts": rollouts,
+                  "analysis_prompt": cfg.skills.analysis_prompt,
                   "temperature": temperature, "seed": cfg.seed}
     rows: list[dict[str, Any]] = []
     target_tokens: list[int] = []
@@ -101,13 +102,15 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
                 if not r.skill:
                     unparsed += 1
                     continue
-                response = skill_target(r.summary or "", r.skill, r.step_skills if sk.step_skills else None)
+                response = skill_target(r.summary or "", r.skill, r.step_skills if sk.step_skills else None,
+                                        step_base=STEP_BASE[sk.analysis_prompt])
                 n_tokens = len(tok(response, add_special_tokens=False)["input_ids"])
                 if n_tokens > max_target_tokens:
                     too_long += 1
                     continue
                 target_tokens.append(n_tokens)
-                rows.append({"messages": analysis_messages(t, sk.max_obs_chars, sk.step_skills, sk.max_step_skills),
+                rows.append({"messages": analysis_messages(t, sk.max_obs_chars, sk.step_skills, sk.max_step_skills,
+                                                           variant=sk.analysis_prompt),
                              "response": response, "task_id": t.task_id, "success": t.won,
                              "provenance": provenance})
     finally:

@@ -230,13 +230,14 @@ def make_traj(won: bool) -> Trajectory:
 
 
 def test_render_trajectory_contains_every_step():
+    """The legacy prompt, unchanged: steps from 1, the flag is the env's acceptance of the action."""
     for won, flag in [(True, "success"), (False, "failure")]:
-        text = render_trajectory(make_traj(won))
+        text = render_trajectory(make_traj(won), variant="legacy")
         assert "cool an apple and put it in fridge" in text
         assert f"episode_success: {flag}" in text
         other = "failure" if won else "success"
         assert f"episode_success: {other}" not in text
-    text = render_trajectory(make_traj(True))
+    text = render_trajectory(make_traj(True), variant="legacy")
     lines = text.split("\n")
     for i, s in enumerate(make_traj(True).steps, start=1):
         j = lines.index(f"Step {i}")
@@ -265,21 +266,79 @@ def test_render_trajectory_task_fallback_from_messages():
     assert render_trajectory(t).startswith("Task: heat some egg\n")
 
 
-def test_analysis_prompt_differs_for_success_and_failure():
-    ok = analysis_messages(make_traj(True))
-    bad = analysis_messages(make_traj(False))
+@pytest.mark.parametrize("variant", ["seed", "legacy"])
+def test_analysis_prompt_differs_for_success_and_failure(variant):
+    ok = analysis_messages(make_traj(True), variant=variant)
+    bad = analysis_messages(make_traj(False), variant=variant)
     assert len(ok) == 1 and ok[0]["role"] == "user"
     ok_text, bad_text = ok[0]["content"], bad[0]["content"]
-    assert render_trajectory(make_traj(True)) in ok_text
-    assert render_trajectory(make_traj(False), 10) in analysis_messages(make_traj(False), 10)[0]["content"]
+    assert render_trajectory(make_traj(True), variant=variant) in ok_text
+    assert render_trajectory(make_traj(False), 10, variant) in analysis_messages(make_traj(False), 10,
+                                                                               variant=variant)[0]["content"]
     assert "workflow" in ok_text and "decision rule" in ok_text and "action ordering" in ok_text
     assert "avoidance rule" in bad_text and "mistake" in bad_text and "warning signs" in bad_text
     assert "workflow" not in bad_text and "avoidance" not in ok_text
     for text in (ok_text, bad_text):
         assert "policy-facing" in text and "not a retrospective explanation" in text
         assert '"episode_summary"' in text and '"episode_skill"' in text and "JSON" in text
-        # the request comes after the trajectory (left-truncation keeps it)
-        assert text.rindex("episode_skill") > text.index("Step 3")
+        if variant == "legacy":  # the request comes after the trajectory (left-truncation keeps it)
+            assert text.rindex("episode_skill") > text.index("Step 3")
+        else:  # SEED: the instructions first, the episode last
+            assert text.rindex("episode_skill") < text.index("\nStep 0\n")
+
+
+def test_the_default_analysis_prompt_has_seeds_structure():
+    """Issue 33, item 5: as SEED's analyzer prompt, the instructions come first and the episode last,
+    steps are numbered from 0, observations are not capped, and "Action valid" is the format flag."""
+    from seedrl.config import TrainConfig
+
+    t = make_traj(False)
+    long_obs = "You see " + ", ".join(f"a cabinet {i}" for i in range(400)) + ". THE END"
+    t.steps[0].observation = long_obs
+    assert len(long_obs) > 5_000
+    # step 1 was parsable but inadmissible; step 2 broke the format
+    t.steps[1].format_valid, t.steps[1].action_valid = True, False
+    t.steps[2].format_valid, t.steps[2].action_valid = False, False
+    text = analysis_messages(t)[0]["content"]
+    episode = render_trajectory(t)
+    assert text.endswith("\n" + episode)  # the episode last
+    head = text[:-len(episode)]
+    assert "episode_skill" in head and "JSON" in head and "avoidance rule" in head  # the instructions first
+    lines = episode.split("\n")
+    assert [ln for ln in lines if ln.startswith("Step ")] == ["Step 0", "Step 1", "Step 2"]
+    assert "Observation: " + long_obs in lines and "truncated" not in text
+    assert [ln for ln in lines if ln.startswith("Action valid: ")] == [
+        "Action valid: true", "Action valid: true", "Action valid: false"]  # format, not admissibility
+    assert "parsable in the required action format" in head
+    assert "Step 0 is the first step" in head
+    skills = TrainConfig().skills
+    assert (skills.analysis_prompt, skills.max_obs_chars) == ("seed", None)
+    # the legacy prompt is still there, unchanged: request last, steps from 1, admissibility
+    legacy = analysis_messages(t, variant="legacy")[0]["content"]
+    assert legacy.index("Step 1") < legacy.rindex('"episode_skill"') and "Step 0" not in legacy
+    assert "Action valid: false\n\nStep 3" in legacy
+
+
+def test_seed_prompt_over_the_limit_loses_its_oldest_steps_never_the_instructions(tiny_tokenizer):
+    from seedrl.rollout.runner import encode_messages
+    from seedrl.skills.analyzers.self_analyzer import SelfAnalyzer
+
+    t = make_traj(False)
+    for i, st in enumerate(t.steps):
+        st.observation = f"OBS{i} " + "the room is quiet " * 40
+    full = len(encode_messages(tiny_tokenizer, analysis_messages(t)))
+    last = len(encode_messages(tiny_tokenizer, analysis_messages(t, first_step=2)))
+    a = SelfAnalyzer(None, tiny_tokenizer, max_prompt_tokens=last + 5)
+    assert last + 5 < full
+    text = tiny_tokenizer.decode(a.prompt_ids(t))
+    assert "Fill in 2 fields" in text and "OBS2" in text and "OBS0" not in text and "OBS1" not in text
+    assert "Steps 0 to 1 are left out" in text
+    assert a.prompt_ids(t) == encode_messages(tiny_tokenizer, analysis_messages(t, first_step=2))
+    assert SelfAnalyzer(None, tiny_tokenizer, max_prompt_tokens=full).prompt_ids(t) == \
+        encode_messages(tiny_tokenizer, analysis_messages(t))  # fits: untouched
+    legacy = SelfAnalyzer(None, tiny_tokenizer, max_prompt_tokens=last + 5, analysis_prompt="legacy")
+    ids = encode_messages(tiny_tokenizer, analysis_messages(t, variant="legacy"))
+    assert legacy.prompt_ids(t) == ids[-(last + 5):]  # the legacy prompt keeps its end, as before
 
 
 def test_repair_messages():
@@ -302,21 +361,28 @@ def with_steps(steps):
     return json.dumps({"episode_summary": "s", "episode_skill": SKILL, "step_skills": steps})
 
 
-def test_parse_step_skills_one_based_in_zero_based_out():
-    p = parse_skill(with_steps([{"step": 3, "skill": STEP}, {"step": 1, "skill": "Open the  cabinet\nbefore anything else."}]))
+def test_parse_step_skills_numbered_as_the_prompt_zero_based_out():
+    # the seed prompt numbers steps from 0 (the default), the legacy prompt from 1
+    p = parse_skill(with_steps([{"step": 2, "skill": STEP}, {"step": 0, "skill": "Open the  cabinet\nbefore anything else."}]))
+    assert p.skill == SKILL and p.step_skills == {2: STEP, 0: "Open the cabinet before anything else."}
+    p = parse_skill(with_steps([{"step": 3, "skill": STEP}, {"step": 1, "skill": "Open the  cabinet\nbefore anything else."}]),
+                    step_base=1)
     assert p.skill == SKILL and p.step_skills == {2: STEP, 0: "Open the cabinet before anything else."}
     # the mapping form, steps as strings (still 1-based), and surrounding prose / fences
-    p = parse_skill("Here:\n```json\n" + with_steps({"2": STEP}) + "\n```")
+    p = parse_skill("Here:\n```json\n" + with_steps({"2": STEP}) + "\n```", step_base=1)
     assert p.step_skills == {1: STEP}
     # trailing commas inside the list are repaired like everywhere else
     text = ('{"episode_summary": "s", "episode_skill": "' + SKILL + '", "step_skills": [{"step": 4, "skill": "'
             + STEP + '",},],}')
-    assert parse_skill(text).step_skills == {3: STEP}
+    assert parse_skill(text, step_base=1).step_skills == {3: STEP}
     # absent key: empty, and the plain answer is unchanged
     assert parse_skill(obj()).step_skills == {}
 
 
 def test_parse_step_skills_drops_bad_entries_and_never_fails_the_episode_skill():
+    def parse(text, **kw):  # numbered from 1, as the legacy prompt
+        return parse_skill(text, step_base=1, **kw)
+
     entries = [
         {"step": 0, "skill": STEP},            # not 1-based
         {"step": -2, "skill": STEP},
@@ -333,20 +399,20 @@ def test_parse_step_skills_drops_bad_entries_and_never_fails_the_episode_skill()
         {"STEP": " 10 ", "Skill": STEP},       # keys case-insensitive, digit string
         {"step": 9, "skill": "A later duplicate of step nine is ignored."},
     ]
-    p = parse_skill(with_steps(entries))
+    p = parse(with_steps(entries))
     assert p.skill == SKILL and p.error is None
     assert p.step_skills == {8: STEP, 9: STEP}
     for junk in ("not a list", 42, None, [[1, 2]], {"x": {"y": 1}}):
-        p = parse_skill(with_steps(junk))
+        p = parse(with_steps(junk))
         assert p.skill == SKILL and p.step_skills == {}
     # at most max_step_skills, in order; 0 ignores the key
     many = [{"step": i, "skill": f"{STEP} ({i})"} for i in range(1, 9)]
-    assert sorted(parse_skill(with_steps(many)).step_skills) == [0, 1, 2, 3, 4]
-    assert sorted(parse_skill(with_steps(many), max_step_skills=2).step_skills) == [0, 1]
-    assert parse_skill(with_steps(many), max_step_skills=0).step_skills == {}
+    assert sorted(parse(with_steps(many)).step_skills) == [0, 1, 2, 3, 4]
+    assert sorted(parse(with_steps(many), max_step_skills=2).step_skills) == [0, 1]
+    assert parse(with_steps(many), max_step_skills=0).step_skills == {}
     # step skills never come without a valid episode skill
     bad = json.dumps({"episode_summary": "s", "episode_skill": "short", "step_skills": [{"step": 1, "skill": STEP}]})
-    p = parse_skill(bad)
+    p = parse(bad)
     assert p.skill is None and p.error and p.step_skills == {}
 
 
@@ -354,19 +420,26 @@ def test_skill_target_with_step_skills_round_trips():
     t = skill_target("s", SKILL, {4: STEP, 0: "Open the cabinet before anything else."})
     data = json.loads(t)
     assert list(data) == ["episode_summary", "episode_skill", "step_skills"]
-    assert data["step_skills"] == [{"step": 1, "skill": "Open the cabinet before anything else."},
-                                   {"step": 5, "skill": STEP}]
+    assert data["step_skills"] == [{"step": 0, "skill": "Open the cabinet before anything else."},
+                                   {"step": 4, "skill": STEP}]  # numbered as the seed prompt: from 0
     assert parse_skill(t).step_skills == {0: "Open the cabinet before anything else.", 4: STEP}
+    legacy = skill_target("s", SKILL, {4: STEP}, step_base=1)
+    assert json.loads(legacy)["step_skills"] == [{"step": 5, "skill": STEP}]
+    assert parse_skill(legacy, step_base=1).step_skills == {4: STEP}
     assert json.loads(skill_target("s", SKILL, {}))["step_skills"] == []
     assert "step_skills" not in json.loads(skill_target("s", SKILL))
 
 
-def test_analysis_prompt_asks_for_step_skills_only_when_enabled():
-    plain = analysis_messages(make_traj(False))[0]["content"]
-    steps = analysis_messages(make_traj(False), step_skills=True, max_step_skills=3)[0]["content"]
+@pytest.mark.parametrize("variant", ["seed", "legacy"])
+def test_analysis_prompt_asks_for_step_skills_only_when_enabled(variant):
+    plain = analysis_messages(make_traj(False), variant=variant)[0]["content"]
+    steps = analysis_messages(make_traj(False), step_skills=True, max_step_skills=3, variant=variant)[0]["content"]
     assert "step_skills" not in plain and "critical" not in plain
     assert '"step_skills"' in steps and "at most 3" in steps and '"episode_skill"' in steps
-    assert steps.rindex("step_skills") > steps.index("Step 3")  # after the trajectory, like the rest of the request
+    if variant == "legacy":  # after the trajectory, like the rest of the request
+        assert steps.rindex("step_skills") > steps.index("Step 3")
+    else:
+        assert steps.rindex("step_skills") < steps.index("\nStep 0\n")
     repair = repair_messages(analysis_messages(make_traj(False)), "x", step_skills=True)[-1]["content"]
     assert "step_skills" in repair and "three keys" in repair
     assert "step_skills" not in repair_messages(analysis_messages(make_traj(False)), "x")[-1]["content"]

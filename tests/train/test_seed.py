@@ -310,7 +310,7 @@ def test_self_analyzer_bf16_autocast_and_step_skills(tmp_path, tiny_tokenizer):
     tr = seed_trainer(tmp_path, FixedAnalyzer())
     trajs = tr.collect({})[:2]
     answer = ('{"episode_summary": "s", "episode_skill": "' + SKILL + '", "step_skills": '
-              '[{"step": 1, "skill": "' + STEP_SKILL + '"}, {"step": 99, "skill": "' + STEP_SKILL + '"}]}')
+              '[{"step": 0, "skill": "' + STEP_SKILL + '"}, {"step": 99, "skill": "' + STEP_SKILL + '"}]}')
 
     class Backend:
         calls: list = []

@@ -119,6 +119,7 @@ def test_analyze_plays_every_task_type_and_records_the_counts(tmp_path, monkeypa
     assert sorted(s["task_types"].values()) == [2, 2, 3] and s["task_sampling"] == "per_type"
     meta = json.loads((tmp_path / "d.jsonl.meta.json").read_text())
     assert meta["task_types"] == rows[0]["provenance"]["task_types"] == s["task_types"]
+    assert meta["analysis_prompt"] == "seed" and "\nStep 0\n" in rows[0]["messages"][-1]["content"]
     assert s["task_types"] == {k: sum(kind(t) == k for t in played) for k in s["task_types"]}
     again = stage1.run_analyze(cfg, tmp_path / "e.jsonl", tasks=7, rollouts=1)
     assert [json.loads(x)["task_id"] for x in (tmp_path / "e.jsonl").read_text().splitlines()] == played

@@ -64,6 +64,7 @@ class APIAnalyzer:
         max_obs_chars: int | None = None,
         step_skills: bool = False,
         max_step_skills: int = 5,
+        analysis_prompt: str = "seed",
     ) -> None:
         try:
             import httpx
@@ -93,6 +94,11 @@ class APIAnalyzer:
         if max_obs_chars is not None and (isinstance(max_obs_chars, bool) or not isinstance(max_obs_chars, int)
                                           or max_obs_chars < 1):
             raise SeedRLError(f"api analyzer: max_obs_chars must be an integer >= 1 or None, got {max_obs_chars!r}")
+        from seedrl.skills.prompts import ANALYSIS_PROMPTS
+
+        if analysis_prompt not in ANALYSIS_PROMPTS:
+            raise SeedRLError(f"api analyzer: analysis_prompt must be one of {', '.join(ANALYSIS_PROMPTS)}, "
+                              f"got {analysis_prompt!r}")
         if api_key_env is not None and not isinstance(api_key_env, str):
             raise SeedRLError(f"api analyzer: api_key_env must be an environment variable name, got {api_key_env!r}")
 
@@ -108,6 +114,7 @@ class APIAnalyzer:
         self.parse_retries = parse_retries
         self.min_words = min_words
         self.max_obs_chars = max_obs_chars
+        self.analysis_prompt = analysis_prompt
         #: OPID critical-step skills: asked for in the prompt, parsed, kept (at most max_step_skills)
         self.step_skills, self.max_step_skills = bool(step_skills), max(0, int(max_step_skills))
         # A local server must never be reached through an HTTP(S)_PROXY from the environment.
@@ -171,10 +178,10 @@ class APIAnalyzer:
 
     def _analyze_checked(self, client: Any, traj: Trajectory) -> AnalysisResult:
         from seedrl.skills.parsing import parse_skill
-        from seedrl.skills.prompts import analysis_messages, repair_messages
+        from seedrl.skills.prompts import STEP_BASE, analysis_messages, repair_messages
 
         base = analysis_messages(traj, max_obs_chars=self.max_obs_chars, step_skills=self.step_skills,
-                                 max_step_skills=self.max_step_skills)
+                                 max_step_skills=self.max_step_skills, variant=self.analysis_prompt)
         keep_steps = self.max_step_skills if self.step_skills else 0
         result = AnalysisResult(traj_id=traj.traj_id, skill=None, attempts=0)
         messages = base
@@ -193,7 +200,8 @@ class APIAnalyzer:
             result.raw = text
             result.prompt_tokens += prompt_tokens
             result.completion_tokens += completion_tokens
-            parsed = parse_skill(text, min_words=self.min_words, max_step_skills=keep_steps)
+            parsed = parse_skill(text, min_words=self.min_words, max_step_skills=keep_steps,
+                                 step_base=STEP_BASE[self.analysis_prompt])
             if parsed.skill is not None:
                 result.skill, result.summary, result.error = parsed.skill, parsed.summary, None
                 result.step_skills = {i: s for i, s in parsed.step_skills.items() if i < len(traj.steps)}

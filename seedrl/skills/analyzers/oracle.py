@@ -12,7 +12,7 @@ the self-analyzer has to generate every token of them for every trajectory, so t
 SEED's analysis cost.
 
 With ``step_skills=True`` (config ``skills.step_skills``; OPID) the answer also carries critical-step
-skills, ``step_skills: [{"step": <1-based step>, "skill": ...}]``, from the env oracle's
+skills, ``step_skills: [{"step": <step, from 0 as in the seed prompt>, "skill": ...}]``, from the env oracle's
 ``step_skills`` (an empty list where it has none).
 
 The analyzer names no environment. The env of a trajectory is ``env_name``, else the privileged

@@ -85,7 +85,7 @@ def test_oracle_sokoban_step_skill_at_the_deadlocking_push() -> None:
     step = r.step_skills[4]
     assert step.startswith("Do not push the box left now") and "push it right" in step
     assert len(step.split()) <= 40
-    assert json.loads(r.raw)["step_skills"] == [{"step": 5, "skill": step}]
+    assert json.loads(r.raw)["step_skills"] == [{"step": 4, "skill": step}]  # numbered as the seed prompt, from 0
     assert parse_skill(r.raw).step_skills == r.step_skills
     # a win or a failure without a deadlock names no critical step
     tid = "6x6-b1-s00000"

@@ -50,4 +50,4 @@ def test_oracle_textworld(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Non
     assert s_lost.skill == r_lost.skill
     assert s_lost.step_skills == {3: f"Send '{walkthrough[1]}' now, not '{back[walkthrough[0]]}': it is the next "
                                      f"command of the plan."}
-    assert json.loads(s_lost.raw)["step_skills"][0]["step"] == 4
+    assert json.loads(s_lost.raw)["step_skills"][0]["step"] == 3  # numbered as the seed prompt, from 0

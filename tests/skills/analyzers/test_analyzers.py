@@ -131,13 +131,14 @@ def test_api_good_json(server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> N
 
 def test_api_step_skills_only_when_enabled(server: FakeOpenAI) -> None:
     answer = json.dumps({"episode_summary": "s", "episode_skill": "When the target is right of the box, push it right.",
-                         "step_skills": [{"step": 2, "skill": "Push the box right now, not up."},
+                         "step_skills": [{"step": 1, "skill": "Push the box right now, not up."},
                                          {"step": 9, "skill": "A step the trajectory does not have."}]})
     server.handler = lambda req: (200, _reply(answer), 0.0)
     [off] = _analyzer(server).analyze([_traj(1)])
     assert off.skill and off.step_skills == {} and "step_skills" not in server.requests[0]["messages"][0]["content"]
     [on] = _analyzer(server, step_skills=True).analyze([_traj(1)])
-    assert on.skill == off.skill and on.step_skills == {1: "Push the box right now, not up."}  # step 9 > 2 steps
+    # steps numbered from 0, as the (seed) prompt numbers them; step 9 > 2 steps
+    assert on.skill == off.skill and on.step_skills == {1: "Push the box right now, not up."}
     assert '"step_skills"' in server.requests[1]["messages"][0]["content"]
 
 
