@@ -152,6 +152,9 @@ class SkillsConfig(_Strict):
     analysis_prompt: Literal["seed", "legacy"] = "seed"
     #: cap on each observation in the analysis prompt (characters, head kept); None = uncapped, as SEED
     max_obs_chars: PosInt | None = None
+    #: a skill of fewer words is no skill (no teacher signal for its trajectory). SEED's API analyzer
+    #: asks for 5; its self-analysis (policy_vllm) keeps any non-empty skill, as 1 (or 0) does here:
+    #: the GPU presets that follow SEED set 1
     min_words: NonNegInt = 5
     #: trajectories analysed per generate call by the self analyzer
     batch_size: PosInt = 64

@@ -79,6 +79,23 @@ def test_alfworld_presets_are_the_papers_recipe():
     assert "w/o SFT" in (_CONFIGS / "alfworld_seed_nosft.yaml").read_text()
 
 
+def test_gpu_seed_presets_keep_any_non_empty_skill_as_seeds_self_analysis():
+    """Issue 33, item 8: SEED's self-analysis (policy_vllm) keeps any non-empty episode skill (the
+    5-word rule is its API path's), so the GPU presets that follow SEED drop no short skill."""
+    import json
+
+    from seedrl.skills.parsing import parse_skill
+
+    gpu = [n for n in _SEED_PRESETS if load_config(TrainConfig, _CONFIGS / n).model.device == "cuda"]
+    assert {"alfworld_seed.yaml", "alfworld_seed_nosft.yaml", "webshop_seed.yaml"} <= set(gpu)
+    for name in gpu:
+        s = load_config(TrainConfig, _CONFIGS / name).skills
+        assert s.analyzer == "self", name
+        for skill, kept in (("Open it.", "Open it."), ("Go", "Go"), ("  ", None)):
+            answer = json.dumps({"episode_summary": "s", "episode_skill": skill})
+            assert parse_skill(answer, min_words=s.min_words).skill == kept, (name, skill)
+
+
 def test_opid_preset_is_opids_alfworld_launcher():
     c = load_config(TrainConfig, _CONFIGS / "alfworld_opid.yaml")
     assert c.algo.name == "opid" and c.algo.opid_coef == 1e-3 and c.model.name == "Qwen/Qwen2.5-3B-Instruct"
