@@ -133,6 +133,27 @@ def check_model_source(name_or_path: str) -> None:
                           f"(unset HF_HUB_OFFLINE), or use a built-in model ({builtin})")
 
 
+def safetensors_problem(path: Path) -> str | None:
+    """Structural check of a safetensors file (header readable, size matching its offsets)."""
+    size = path.stat().st_size
+    if size == 0:
+        return "is empty"
+    if size < 8:
+        return f"is truncated ({size} bytes)"
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        if n > size - 8:
+            return f"is truncated ({size} bytes, header alone claims {n + 8})"
+        try:
+            header = json.loads(f.read(n))
+            end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
+        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+            return "has an unreadable header"
+    if 8 + n + end != size:
+        return f"has {size} bytes where its header says {8 + n + end} (truncated or padded)"
+    return None
+
+
 #: files of which a model folder needs one to have a tokenizer
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
@@ -140,8 +161,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 def check_model_folder(path: Path) -> None:
     """One line, before transformers reads it, when a local folder cannot be a usable model: no
     config.json, no tokenizer, or a truncated safetensors file (as ``--resume`` checks checkpoints)."""
-    from seedrl.train.checkpoint import _safetensors_problem
-
     if not (path / "config.json").is_file():
         raise SeedRLError(f"model folder {str(path)!r} has no config.json: it is not a Hugging Face model folder "
                           f"(give a run folder, a checkpoint, a model folder or a built-in model: "
@@ -150,7 +169,7 @@ def check_model_folder(path: Path) -> None:
         raise SeedRLError(f"model folder {str(path)!r} has no tokenizer ({' or '.join(TOKENIZER_FILES)}); save the "
                           f"model's tokenizer into it (tokenizer.save_pretrained)")
     for w in sorted(path.glob("*.safetensors")):
-        problem = _safetensors_problem(w)
+        problem = safetensors_problem(w)
         if problem:
             raise SeedRLError(f"model weights {w} {problem}; the model folder is damaged: rewrite it or use "
                               f"another checkpoint")

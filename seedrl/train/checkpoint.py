@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from seedrl.errors import SeedRLError
+from seedrl.models.loading import safetensors_problem
 from seedrl.train import fsdp
 
 log = logging.getLogger(__name__)
@@ -267,27 +268,6 @@ def _torch_save(obj: Any, path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------ verifying
-def _safetensors_problem(path: Path) -> str | None:
-    """Structural check of a safetensors file (header readable, size matching its offsets)."""
-    size = path.stat().st_size
-    if size == 0:
-        return "is empty"
-    if size < 8:
-        return f"is truncated ({size} bytes)"
-    with open(path, "rb") as f:
-        n = int.from_bytes(f.read(8), "little")
-        if n > size - 8:
-            return f"is truncated ({size} bytes, header alone claims {n + 8})"
-        try:
-            header = json.loads(f.read(n))
-            end = max((int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"), default=0)
-        except (ValueError, KeyError, TypeError, IndexError, AttributeError):
-            return "has an unreadable header"
-    if 8 + n + end != size:
-        return f"has {size} bytes where its header says {8 + n + end} (truncated or padded)"
-    return None
-
-
 _verified: dict[tuple, str | None] = {}
 
 
@@ -344,7 +324,7 @@ def _verify_structure(ckpt: Path) -> str | None:
     if not weights:
         return f"{ckpt / 'model'} holds no *.safetensors weights"
     for w in weights:
-        problem = _safetensors_problem(w)
+        problem = safetensors_problem(w)
         if problem:
             return f"{w} {problem}"
     try:
