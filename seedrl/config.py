@@ -483,6 +483,20 @@ def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: l
         raise _explain(exc, cls) from None
 
 
+def load_run_config(path: str | Path) -> TrainConfig:
+    """A run folder's saved ``config.yaml``. A run saved before ``skills.analysis_prompt`` existed (its
+    ``skills`` section lists every other key, as every save does) used the legacy analyzer prompt: it
+    loads as ``legacy``, so resuming or evaluating it never switches prompts silently."""
+    data: dict[str, Any] = read_config_file(path)
+    skills = data.get("skills")
+    if isinstance(skills, dict) and skills and "analysis_prompt" not in skills:
+        skills["analysis_prompt"] = "legacy"
+    try:
+        return TrainConfig.model_validate(data)
+    except ValidationError as exc:
+        raise _explain(exc, TrainConfig) from None
+
+
 def with_overrides(cfg: _Strict, overrides: list[str] | None):
     """A copy of ``cfg`` with ``key=value`` overrides applied (validated like a loaded config)."""
     if not overrides:

@@ -126,3 +126,18 @@ def test_run_folders_from_before_precision_still_load(tmp_path):
     (tmp_path / "c.yaml").write_text("model: {name: tiny-micro, autocast_bf16: false}\n")
     assert load_config(TrainConfig, tmp_path / "c.yaml").model.precision == "fp32"
     assert load_config(TrainConfig, None).model.precision == "auto"
+
+
+def test_a_run_saved_before_analysis_prompt_existed_loads_as_legacy(tmp_path):
+    """Every saved config.yaml lists all keys of its time: one without skills.analysis_prompt was run with
+    the legacy analyzer prompt, and must not silently switch to SEED's structure on resume or eval."""
+    from seedrl.config import load_run_config
+
+    saved = tmp_path / "config.yaml"
+    save_config(TrainConfig(), saved)
+    data = yaml.safe_load(saved.read_text())
+    assert data["skills"]["analysis_prompt"] == "seed"  # a run saved today says which it used
+    assert load_run_config(saved).skills.analysis_prompt == "seed"
+    del data["skills"]["analysis_prompt"]
+    saved.write_text(yaml.safe_dump(data))
+    assert load_run_config(saved).skills.analysis_prompt == "legacy"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from seedrl.config import TrainConfig, load_config
+from seedrl.config import TrainConfig, load_config, load_run_config
 from seedrl.errors import SeedRLError
 from seedrl.methods.signals import SIGNAL_PREFIXES
 
@@ -382,7 +382,7 @@ def run_cell(spec: CompareSpec, algo: str, seed: int, echo: Callable[[str], None
     # without a checkpoint discards them), after the same config check as a resumed one
     started = ckpt is not None or any((run_dir / n).exists() for n in ROW_FILES)
     if started and (run_dir / "config.yaml").exists():
-        old = config_hash(load_config(TrainConfig, run_dir / "config.yaml"))
+        old = config_hash(load_run_config(run_dir / "config.yaml"))
         if old != h:
             raise SeedRLError(f"run folder {run_dir} holds a run with another config (hash {old}, now {h}); "
                               f"use another --runs-dir or delete it")

@@ -379,7 +379,7 @@ def resolve_checkpoint(spec: str) -> tuple[str, Any]:
     and eval; anything else (a model folder, a hub name, a built-in tiny model) is returned as is, with
     ``None``. A spec that looks like a path but does not exist is a :class:`SeedRLError`.
     """
-    from seedrl.config import SFTConfig, TrainConfig, load_config
+    from seedrl.config import SFTConfig, TrainConfig, load_config, load_run_config
     from seedrl.models.loading import _looks_like_path
 
     p = Path(spec)
@@ -387,7 +387,7 @@ def resolve_checkpoint(spec: str) -> tuple[str, Any]:
         ck = latest_checkpoint(p / "checkpoints")
         if ck is None:
             raise SeedRLError(f"run folder {spec} has no complete checkpoint")
-        return str(ck / "model"), load_config(TrainConfig, p / "config.yaml")
+        return str(ck / "model"), load_run_config(p / "config.yaml")
     if (p / "model").is_dir():  # a checkpoint folder, or an SFT run folder (its model/ and config.yaml)
         if any((p / f).exists() for f in (COMPLETE, MANIFEST, "trainer.pt", "state.json")):  # a checkpoint
             problem = verify_checkpoint(p)
@@ -395,7 +395,7 @@ def resolve_checkpoint(spec: str) -> tuple[str, Any]:
                 raise SeedRLError(f"checkpoint {spec} cannot be trusted: {problem}")
         run_cfg = None
         if (p.parent.parent / "config.yaml").exists():
-            run_cfg = load_config(TrainConfig, p.parent.parent / "config.yaml")
+            run_cfg = load_run_config(p.parent.parent / "config.yaml")
         elif (p / "config.yaml").exists():
             sft = load_config(SFTConfig, p / "config.yaml")
             run_cfg = TrainConfig(model=sft.model, env=sft.env, eval=sft.eval)

@@ -315,14 +315,14 @@ class Trainer:
     def _check_resume_config(self, cfg: TrainConfig) -> dict[str, tuple[Any, Any]]:
         """The safe changes of ``cfg`` against the run's ``config.yaml``; a one-line SeedRLError
         naming every unsafe one (see :data:`RESUME_SAFE_KEYS`)."""
-        from seedrl.config import load_config
+        from seedrl.config import load_run_config
 
         path = self.run_dir / "config.yaml"
         if not path.exists():
             log.warning("--resume: %s is missing; the settings of the run cannot be checked", path)
             return {}
         try:
-            old = load_config(TrainConfig, path)
+            old = load_run_config(path)
         except SeedRLError as exc:
             raise SeedRLError(f"cannot resume: {path} is unreadable ({exc})") from None
         except Exception as exc:  # noqa: BLE001 - a damaged YAML file
