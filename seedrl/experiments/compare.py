@@ -111,7 +111,7 @@ def iterations_for_budget(cfg: TrainConfig, budget_episodes: int) -> int:
         lo = budget_episodes // per * per
         raise SeedRLError(f"--budget-episodes {budget_episodes} is not a multiple of the {per} episodes of an "
                           f"iteration (tasks_per_batch {cfg.rollout.tasks_per_batch} x group_size "
-                          f"{cfg.rollout.group_size}); use {lo or per} or {lo + per}")
+                          f"{cfg.rollout.group_size}); use " + (f"{lo} or {lo + per}" if lo else f"{per}"))
     return budget_episodes // per
 
 
@@ -442,7 +442,8 @@ def run_compare(spec: CompareSpec, echo: Callable[[str], None] = print, report_o
     from seedrl.experiments.report import write_report
 
     if not report_only:
-        cfg0 = cell_config(spec, spec.algos[0], spec.seeds[0])  # validates config, budget and splits early
+        # every cell's config is built (so every method, option and split is validated) before the first trains
+        cfg0 = [cell_config(spec, algo, seed) for seed in spec.seeds for algo in spec.algos][0]
         from seedrl.envs.registry import env_class
 
         valid = list(env_class(cfg0.env.name).splits)

@@ -335,6 +335,12 @@ def test_compare_budget_must_fill_whole_iterations(tmp_path):
     # a sample-efficiency panel that is not evaluated is refused before any cell runs
     r = _compare(tmp_path / "y", "--efficiency-split", "train")
     assert r.exit_code == 2 and "'train' is not an evaluated panel" in r.output and not (tmp_path / "y" / "runs").exists()
+    # a budget below one iteration names the one valid budget once ("use 4", not "use 4 or 4")
+    r = _compare(tmp_path / "z", "--budget-episodes", "2")
+    assert r.exit_code == 2 and r.output.count("use 4") == 1 and "use 4 or" not in r.output
+    # an unknown method anywhere in --algos is refused before the first cell trains
+    r = _compare(tmp_path / "w", "--algos", "grpo,ppo")
+    assert r.exit_code == 2 and "unknown method 'ppo'" in r.output and not (tmp_path / "w" / "runs").exists()
 
 
 # ------------------------------------------------------------------------------------ env workers
