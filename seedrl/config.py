@@ -69,7 +69,12 @@ class ModelConfig(_Strict):
         if isinstance(data, dict) and "autocast_bf16" in data:
             data = dict(data)
             old = data.pop("autocast_bf16")
-            data.setdefault("precision", "bf16" if old else "fp32")
+            legacy = "bf16" if old else "fp32"
+            given = data.get("precision")
+            if given is not None and given != "auto" and given != legacy:
+                raise ValueError(f"autocast_bf16={old} (the legacy key) contradicts precision={given!r}; set "
+                                 f"only model.precision (fp32 | bf16 | auto)")
+            data["precision"] = legacy if given in (None, "auto") else given
         return data
 
 

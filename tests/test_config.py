@@ -141,3 +141,17 @@ def test_a_run_saved_before_analysis_prompt_existed_loads_as_legacy(tmp_path):
     del data["skills"]["analysis_prompt"]
     saved.write_text(yaml.safe_dump(data))
     assert load_run_config(saved).skills.analysis_prompt == "legacy"
+
+
+def test_the_legacy_autocast_key_is_honoured_or_refused_never_ignored():
+    """model.autocast_bf16 (before model.precision existed) overrides precision auto, agrees with an equal
+    precision, and is refused where the preset sets the other one (it was silently dropped there)."""
+    def precision(preset, value):
+        return load_config(TrainConfig, preset, [f"model.autocast_bf16={value}"]).model.precision
+
+    assert precision("configs/demo_sokoban.yaml", "false") == "fp32"  # preset: auto
+    assert precision("configs/demo_sokoban.yaml", "true") == "bf16"
+    assert precision("configs/alfworld_grpo.yaml", "true") == "bf16"  # preset: bf16
+    with pytest.raises(SeedRLError) as e:
+        precision("configs/alfworld_grpo.yaml", "false")
+    assert "contradicts precision='bf16'" in str(e.value) and "\n" not in str(e.value)
