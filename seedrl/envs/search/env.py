@@ -326,6 +326,9 @@ class SearchConfig(EnvOptions):
             raise SeedRLError("search env with data_path/test_data_path needs a retriever: set retriever_url (the "
                               "Search-R1 retrieval server over e.g. wiki-18) or corpus_path (a Search-R1 JSONL corpus "
                               "for in-process BM25)")
+        if self.corpus_path and Path(self.corpus_path).is_file() and not _has_a_line(Path(self.corpus_path)):
+            raise SeedRLError(f"search corpus {self.corpus_path!r} is empty: it holds no document line (Search-R1 "
+                              f"JSONL, one {{\"id\": ..., \"contents\": ...}} per line)")
         return self
 
     def identity(self) -> dict[str, Any]:
@@ -338,6 +341,12 @@ class SearchConfig(EnvOptions):
     @property
     def dataset_mode(self) -> bool:
         return bool(self.data_path or self.test_data_path)
+
+
+def _has_a_line(path: Path) -> bool:
+    """Whether a file holds a non-blank line (read only up to the first one: corpora are GBs)."""
+    with path.open("rb") as fh:
+        return any(line.strip() for line in fh)
 
 
 # -- retriever cache (one index per corpus per process, shared by the rollout's env instances) --

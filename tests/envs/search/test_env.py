@@ -188,6 +188,10 @@ def test_dataset_errors(tmp_path: Path) -> None:
     with pytest.raises(SeedRLError, match="contents"):
         make_env("search", data_path=str(bad), corpus_path=str(_write_jsonl(tmp_path / "c.jsonl", [{"x": 1}]))) \
             .retriever  # noqa: B018
+    # an empty corpus fails when the panel is built, before any training, not at the first search
+    (tmp_path / "empty.jsonl").write_text("\n\n")
+    with pytest.raises(SeedRLError, match="is empty: it holds no document line"):
+        build_panel("search", "train", 1, data_path=str(bad), corpus_path=str(tmp_path / "empty.jsonl"))
     try:
         import pyarrow  # noqa: F401
     except ImportError:
