@@ -642,7 +642,7 @@ def play(env: str = typer.Option(DEFAULT_ENV, "--env"),
         return
     console.print(f"[bold]{env}[/] task {escape(task_id)}\nYour task is to: {escape(e.task_description)}\n")
     console.print(obs, highlight=False, markup=False)
-    step, done = 0, False
+    step, done, failed = 0, False, False
     while step < max_steps:  # a hint ('expert') is not a step
         adm = e.admissible_actions()
         if adm:
@@ -661,6 +661,7 @@ def play(env: str = typer.Option(DEFAULT_ENV, "--env"),
             obs, reward, done, info = e.step(action)
         except Exception as exc:  # an engine fault ends the episode, as it does in a rollout
             typer.echo(f"error: the environment failed: {type(exc).__name__}: {exc}", err=True)
+            failed = True
             break
         console.print(obs, highlight=False, markup=False)
         if not info.get("action_valid", True):
@@ -671,6 +672,8 @@ def play(env: str = typer.Option(DEFAULT_ENV, "--env"),
     if step >= max_steps and not done:
         console.print(f"[bold]step limit reached[/] ({max_steps} steps; --max-steps sets it)")
     e.close()
+    if failed:
+        raise typer.Exit(1)  # the session ended on an env fault, not by the player
 
 
 @app.command("env")

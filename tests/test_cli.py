@@ -77,6 +77,17 @@ def test_play_hints_are_not_steps_and_the_limit_is_said():
     assert "step limit reached" in r.output and "[3]>" not in r.output
 
 
+def test_play_that_ends_on_an_env_fault_exits_1(monkeypatch):
+    from seedrl.envs.sokoban.env import SokobanEnv
+
+    def crash(self, action):
+        raise RuntimeError("engine died")
+
+    monkeypatch.setattr(SokobanEnv, "step", crash)
+    r = runner.invoke(app, ["play", "--env", "sokoban", "--task", "6x6-b1-s1000000"], input="up\n")
+    assert r.exit_code == 1 and "the environment failed: RuntimeError: engine died" in r.output
+
+
 def test_play_takes_env_options():
     r = runner.invoke(app, ["play", "--env", "sokoban", "--env-kwargs", "{dim: [5, 5], coords: true}"], input="quit\n")
     assert r.exit_code == 0, r.output
