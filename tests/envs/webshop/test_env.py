@@ -255,3 +255,16 @@ def test_presets_are_twins_for_a_3b_model() -> None:
     assert seed == grpo
     assert seed["model"]["name"] == "Qwen/Qwen2.5-3B-Instruct" and seed["env"]["name"] == "webshop"
     assert (seed["env"]["max_steps"], seed["env"]["history_length"]) == (15, 2)
+
+
+def test_webshop_preset_normalises_advantages_by_the_mean_as_seeds_launcher() -> None:
+    """Issue 33, item 2: SEED's WebShop launcher (``_common/webshop.sh``) sets ``SEED_MODE=mean_norm``:
+    the group mean is subtracted, there is no division by the std. The GRPO twin follows (twins)."""
+    from pathlib import Path
+
+    from seedrl.config import TrainConfig, load_config
+
+    root = Path(__file__).parents[3] / "configs"
+    for name in ("webshop_seed.yaml", "webshop_grpo.yaml"):
+        assert load_config(TrainConfig, root / name).algo.adv_norm == "mean", name
+    assert "mean_norm" in (root / "webshop_seed.yaml").read_text()
