@@ -242,7 +242,14 @@ class OptimConfig(_Strict):
     #: micro_batch_size accumulate into it, so neither needs to divide the other
     mini_batch_size: PosInt | None = 64
     micro_batch_size: PosInt = 8
+    #: linear learning-rate warm-up over this many optimizer steps (the scheduler steps once per
+    #: optimizer step); 0 = none
     warmup_steps: NonNegInt = 0
+    #: linear learning-rate warm-up over this share of the run's ``iterations`` (verl's
+    #: ``lr_warmup_steps_ratio``: ``int(warmup_ratio * iterations)`` iterations, the scheduler stepping
+    #: once per iteration, so the rate never changes within an iteration); 0 = none. Not together
+    #: with ``warmup_steps``
+    warmup_ratio: Annotated[float, Field(ge=0, lt=1)] = 0.0
     #: the PPO ratio's old log-probs: ``recompute`` (a forward pass over the batch) or ``rollout`` (the
     #: generator's own, recorded while sampling: hf backend only, which samples from the policy's own
     #: weights; saves that pass; ``check/rollout_logp_drift`` is then 0 by construction: measure it
@@ -260,6 +267,14 @@ class OptimConfig(_Strict):
     #: the same samples, weights and number of optimizer steps (up to the last partial mini-batch).
     #: One process only
     split_distinct: bool = False
+
+    @model_validator(mode="after")
+    def _one_warmup(self) -> OptimConfig:
+        if self.warmup_steps and self.warmup_ratio:
+            raise ValueError(f"optim.warmup_steps={self.warmup_steps} (optimizer steps) and optim.warmup_ratio="
+                             f"{self.warmup_ratio} (a share of the iterations) both set a warm-up; set only one "
+                             f"of them")
+        return self
 
     @model_validator(mode="after")
     def _split_needs_dedupe(self) -> OptimConfig:

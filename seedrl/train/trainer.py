@@ -151,6 +151,38 @@ def resume_safe(key: str) -> bool:
     return any(key == s or key.startswith(s + ".") for s in RESUME_SAFE_KEYS)
 
 
+def unsafe_in_this_run(old: TrainConfig, new: TrainConfig) -> dict[str, str]:
+    """{key: why} for the keys of :data:`RESUME_SAFE_KEYS` whose change from ``old`` to ``new`` does
+    change what this run computes: ``iterations`` when ``optim.warmup_ratio`` spreads the warm-up
+    over them and the warm-up length (``int(warmup_ratio * iterations)``) changes."""
+    out: dict[str, str] = {}
+    a = warmup_schedule(old.optim.warmup_steps, old.optim.warmup_ratio, old.iterations)
+    b = warmup_schedule(new.optim.warmup_steps, new.optim.warmup_ratio, new.iterations)
+    if a[0] and b[0] and a != b:
+        out["iterations"] = f"optim.warmup_ratio warms up over {a[1]} -> {b[1]} iterations"
+    return out
+
+
+def warmup_schedule(warmup_steps: int, warmup_ratio: float, iterations: int) -> tuple[bool, int]:
+    """``(per_iteration, warm)``: the learning-rate scheduler steps once per iteration over a warm-up
+    of ``int(warmup_ratio * iterations)`` iterations (``optim.warmup_ratio``, verl's
+    ``lr_warmup_steps_ratio`` over its training steps), or once per optimizer step over
+    ``warmup_steps`` steps."""
+    if warmup_ratio > 0:
+        return True, int(warmup_ratio * iterations)
+    return False, max(0, warmup_steps)
+
+
+def warmup_factor(warm: int):
+    """The LambdaLR multiplier after ``s`` scheduler steps: ``min(1, (s + 1) / warm)``, a linear rise
+    whose first step already runs at ``lr / warm`` and which stays at 1 from step ``warm - 1`` on;
+    1 throughout when ``warm`` is 0. (verl's ``get_constant_schedule_with_warmup`` gives
+    ``min(1, s / warm)``: its first update runs at rate 0; docs/deviations.md.)"""
+    def factor(s: int) -> float:
+        return min(1.0, (s + 1) / warm) if warm else 1.0
+    return factor
+
+
 class Trainer:
     """One RL run in ``cfg.run_dir``.
 
@@ -243,9 +275,10 @@ class Trainer:
         #: what the update's forwards run through: the DDP wrapper, or the (possibly sharded) policy
         self._trained = self._ddp if self._ddp is not None else self.model
         self.optimizer = adamw(self.model, cfg.optim.lr, cfg.optim.weight_decay)
-        warm = max(0, cfg.optim.warmup_steps)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
+        #: the scheduler steps once per iteration (``optim.warmup_ratio``, as verl) or once per
+        #: optimizer step (``optim.warmup_steps``); its state is in every checkpoint
+        self.lr_per_iteration, warm = warmup_schedule(cfg.optim.warmup_steps, cfg.optim.warmup_ratio, cfg.iterations)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_factor(warm))
         #: hf shares the policy's weights; vllm holds a copy, synced after every update (and a resume)
         self.backend = make_backend(cfg.rollout.backend, self.model, self.tokenizer, bf16=self.precision.bf16,
                                     seed=cfg.seed, **backend_options(cfg.rollout))
@@ -328,9 +361,11 @@ class Trainer:
         except Exception as exc:  # noqa: BLE001 - a damaged YAML file
             raise SeedRLError(f"cannot resume: {path} is unreadable ({type(exc).__name__})") from None
         changes = config_changes(old, cfg)
-        unsafe = {k: v for k, v in changes.items() if not resume_safe(k)}
+        here = unsafe_in_this_run(old, cfg)
+        unsafe = {k: v for k, v in changes.items() if not resume_safe(k) or k in here}
         if unsafe:
-            listed = ", ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" for k, (a, b) in unsafe.items())
+            listed = ", ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" + (f" ({here[k]})" if k in here else "")
+                               for k, (a, b) in unsafe.items())
             raise SeedRLError(f"cannot resume {self.run_dir}: these settings change what the run computes: "
                               f"{listed}; resume with the run's settings (its config.yaml) or start a new run_dir")
         return changes
@@ -604,6 +639,8 @@ class Trainer:
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 steps += 1
+        if self.lr_per_iteration:
+            self.scheduler.step()  # verl: once per training step, after the update
         return {k: v / max(1, steps) for k, v in sums.items()} | {"optim_steps": steps}
 
     def minibatch_step(self, batch: UpdateBatch, idx: list[int], denom: float,
@@ -644,7 +681,8 @@ class Trainer:
         else:
             log.warning("non-finite gradient norm at iteration %d; skipping the step", self.iteration)
             acc["skipped_steps"] = 1.0
-        self.scheduler.step()
+        if not self.lr_per_iteration:
+            self.scheduler.step()
         return acc
 
     def _replay_loss(self, replay: list[int], denom: float, acc: dict[str, float]) -> None:
@@ -789,6 +827,8 @@ class Trainer:
                 trajs, sampling = self.collect_batch(rollout_t)
             if not trajs and sampling:  # dynamic sampling found no group with mixed outcomes: no update
                 self.iteration += 1
+                if self.lr_per_iteration:
+                    self.scheduler.step()  # the rate stays a function of the iteration
                 log.warning("iteration %d: dynamic sampling kept no group in %d rounds (%d episodes); no update",
                             self.iteration, sampling["sampling/rounds"], sampling["sampling/episodes"])
                 return sampling | {"update/skipped": 1, "iteration": self.iteration} | {

@@ -217,3 +217,19 @@ def test_step_latency() -> None:
     per_step = (time.perf_counter() - t0) / steps
     print(f"\nsearch (BM25, {len(qw.get_world().docs)} docs) step latency: {per_step * 1e3:.3f} ms over {steps} steps")
     assert per_step < 0.05
+
+
+def test_qwen_search_presets_follow_seeds_search_launcher() -> None:
+    """Issue 33, item 3: SEED's search launcher (``_common/search.sh``) trains 150 steps on 128
+    questions x group 8 with mini-batch 512 step samples (verl-agent keeps ``rollout.n`` 1, so verl
+    does not multiply it by the group), micro-batch 16, lr 1e-6 warmed up over 10 % of the steps, KL
+    0.001, no entropy bonus and an invalid-action penalty of 0.01."""
+    from seedrl.config import TrainConfig, load_config
+
+    root = Path(__file__).parents[3] / "configs"
+    for name in ("search_qwen_seed.yaml", "search_qwen_grpo.yaml"):
+        c = load_config(TrainConfig, root / name)
+        assert (c.rollout.tasks_per_batch, c.rollout.group_size, c.iterations) == (128, 8, 150), name
+        assert (c.optim.mini_batch_size, c.optim.micro_batch_size, c.optim.warmup_ratio) == (512, 16, 0.1), name
+        assert (c.optim.warmup_steps, c.optim.lr) == (0, 1e-6), name
+        assert (c.algo.kl_coef, c.algo.entropy_coef, c.algo.invalid_penalty) == (0.001, 0.0, 0.01), name
