@@ -180,6 +180,13 @@ class AlgoConfig(_Strict):
     opd_coef: NonNegFloat = 0.01
     #: gate sharpness (0 = uniform gate)
     opd_beta: NonNegFloat = 5.0
+    #: how the OPD term is averaged over a mini-batch (seedrl.algos.signal_weights): ``micro_batch_mean``
+    #: as SEED's code (verl): a token-mean over each micro-batch's tokens with a skill, 0 for a
+    #: micro-batch without one, averaged over the mini-batch's micro-batches of
+    #: ``optim.micro_batch_size`` samples (which then shapes the update); ``signal_token_mean``: a
+    #: token-mean over all the mini-batch's tokens with a skill, up to 1/coverage larger with sparse
+    #: skills, what every run before this key used (their saved configs load as it, load_run_config)
+    opd_agg: Literal["micro_batch_mean", "signal_token_mean"] = "micro_batch_mean"
     opid_coef: NonNegFloat = 1e-3
     skill_sd_coef: NonNegFloat = 1e-3
     #: sdar: folder of <task type>.md skill files (default: the ones shipped for the env)
@@ -348,6 +355,12 @@ class TrainConfig(_Strict):
                              f"use optim.old_logp=recompute")
         return self
 
+    @property
+    def opd_per_micro_batch(self) -> bool:
+        """True when the method's OPD term is averaged per micro-batch (``algo.opd_agg``
+        ``micro_batch_mean`` with an OPD signal): ``optim.micro_batch_size`` then shapes the update."""
+        return self.algo.opd_agg == "micro_batch_mean" and METHODS[self.algo.name].signal == "opd"
+
     @model_validator(mode="after")
     def _method_defaults(self) -> TrainConfig:
         """A method's own defaults (``MethodSpec.defaults``) for the fields the config leaves unset."""
@@ -506,11 +519,18 @@ def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: l
 def load_run_config(path: str | Path) -> TrainConfig:
     """A run folder's saved ``config.yaml``. A run saved before ``skills.analysis_prompt`` existed (its
     ``skills`` section lists every other key, as every save does) used the legacy analyzer prompt: it
-    loads as ``legacy``, so resuming or evaluating it never switches prompts silently."""
+    loads as ``legacy``, so resuming or evaluating it never switches prompts silently. Likewise a run of
+    a method with an OPD term saved before ``algo.opd_agg`` existed averaged that term over the signal
+    tokens: it loads as ``signal_token_mean`` (other methods have no OPD term: the default stays)."""
     data: dict[str, Any] = read_config_file(path)
     skills = data.get("skills")
     if isinstance(skills, dict) and skills and "analysis_prompt" not in skills:
         skills["analysis_prompt"] = "legacy"
+    algo = data.get("algo")
+    if isinstance(algo, dict) and algo and "opd_agg" not in algo:
+        spec = METHODS.get(algo.get("name", "grpo"))
+        if spec is not None and spec.signal == "opd":
+            algo["opd_agg"] = "signal_token_mean"
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:

@@ -11,7 +11,10 @@ Aggregation is token-mean: ``sum(x * mask) / denom``. By default ``denom`` is th
 number of masked tokens of the tensor passed in; a trainer that accumulates
 gradients over micro-batches should pass ``denom`` = the token count of the whole
 mini-batch, so that the sum of the micro-batch losses equals the mini-batch
-token-mean exactly.
+token-mean exactly. A teacher-signal term (OPD, Skill-SD) is aggregated by
+per-sample weights instead (:func:`signal_weights`: SEED's mean over micro-batches,
+or a token-mean over the mini-batch's signal tokens), carried in its ``mask`` with
+``denom=1``.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ __all__ = [
     "entropy_from_logits",
     "token_logprobs",
     "smoothed_nll",
+    "masked_mean",
+    "OPD_AGGS",
+    "signal_weights",
     "opd_loss",
     "skill_sd_loss",
     "opid_advantage",
@@ -63,6 +69,52 @@ def token_mean(x: Tensor, mask: Tensor, denom: float | Tensor | None = None) -> 
             mask is empty: the result is then 0, not NaN).
     """
     return masked_sum(x, mask) / _denominator(mask, denom, x)
+
+
+def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
+    """Scalar ``sum(x * mask) / sum(mask)``, the mask-weighted mean (weights may be fractional, e.g.
+    :func:`signal_weights`); an exact 0 for an empty mask. ``x`` and ``mask`` ``[B, T]``."""
+    total = mask.to(x.dtype).sum()
+    return masked_sum(x, mask) / torch.where(total > 0, total, torch.ones_like(total))
+
+
+#: how a teacher-signal loss term is averaged over a mini-batch (``algo.opd_agg``, :func:`signal_weights`)
+OPD_AGGS = ("micro_batch_mean", "signal_token_mean")
+
+
+def signal_weights(lengths: Tensor, signal: Tensor, micro_batch: Tensor, agg: str) -> Tensor:
+    """Per-sample weights that aggregate a teacher-signal loss term over one mini-batch: the term is
+    ``sum_i w_i * sum_t x[i, t]`` over the response tokens of the mini-batch's samples ``i``.
+
+    ``micro_batch_mean`` (SEED / verl, ``compute_opd_loss`` + ``dp_actor.update_policy``): each
+    micro-batch's term is a token-mean over its signal tokens, and 0 for a micro-batch without one;
+    the mini-batch's term is the mean of the ``K`` micro-batch terms, the empty ones included:
+    ``w_i = s_i / (K * S_k)`` for sample ``i`` of micro-batch ``k`` with ``S_k`` signal tokens. With
+    sparse skills it is up to 1/coverage smaller than the next one.
+
+    ``signal_token_mean``: a token-mean over the mini-batch's ``S`` signal tokens, samples without a
+    signal left out: ``w_i = s_i / S`` (micro-batches play no part).
+
+    Args:
+        lengths: ``[N]`` response-token count of each sample of the mini-batch.
+        signal: ``[N]`` 1 where the sample has a teacher signal (its trajectory has a skill), else 0.
+        micro_batch: ``[N]`` integer label of the micro-batch each sample is in (``K`` = the number of
+            distinct labels); ignored by ``signal_token_mean``.
+        agg: one of :data:`OPD_AGGS`.
+
+    Returns:
+        ``[N]`` float64 weights, 0 for samples without a signal; all 0 when no sample has a signal token.
+    """
+    if agg not in OPD_AGGS:
+        raise ValueError(f"unknown aggregation {agg!r}; valid: {', '.join(OPD_AGGS)}")
+    has = (signal != 0).to(torch.float64)
+    tokens = lengths.to(torch.float64) * has
+    if agg == "signal_token_mean":
+        total = tokens.sum()
+        return has / total if total > 0 else torch.zeros_like(has)
+    labels, k = torch.unique(micro_batch, return_inverse=True)
+    s_k = torch.zeros(len(labels), dtype=torch.float64).index_add_(0, k, tokens)[k]  # S_k of each sample
+    return torch.where(s_k > 0, has / (len(labels) * s_k.clamp(min=1)), torch.zeros_like(s_k))
 
 
 def ppo_clip_loss(
@@ -203,12 +255,15 @@ def opd_loss(
         mask: ``[B, T]`` response mask x per-sample ``teacher_signal_mask``. Rows
             without a skill are all zero: they add nothing and do not count in the
             default denominator. With an explicit ``denom`` pass the number of OPD
-            signal tokens of the mini-batch (not the response-token count).
+            signal tokens of the mini-batch (not the response-token count). The
+            trainer passes response mask x the per-sample weights of
+            :func:`signal_weights` (``algo.opd_agg``) with ``denom=1``.
         beta: gate sharpness (SEED: 5).
         denom: token-mean divisor (see :func:`token_mean`).
 
     Returns:
-        ``(loss, stats)``; stats are detached scalars over this call's masked tokens:
+        ``(loss, stats)``; stats are detached scalars over this call's masked tokens
+        (means weighted by ``mask``):
         ``gate_mean``, ``delta_mean`` (mean of ``teacher_logp - logp``),
         ``signal_tokens`` (mask sum). With an empty mask the loss is an exact 0
         still attached to ``logp``'s graph (zero gradients, no NaN).
@@ -219,8 +274,8 @@ def opd_loss(
     loss = token_mean(gate * (teacher - logp), mask, denom)
     with torch.no_grad():
         stats = {
-            "gate_mean": token_mean(gate, mask),
-            "delta_mean": token_mean(delta, mask),
+            "gate_mean": masked_mean(gate, mask),
+            "delta_mean": masked_mean(delta, mask),
             "signal_tokens": (mask != 0).sum().to(logp.dtype),
         }
     return loss, stats
@@ -252,7 +307,7 @@ def skill_sd_loss(
     k3 = torch.exp(torch.clamp(teacher - logp, max=20.0)) - 1.0 + (logp - teacher)
     loss = token_mean(rho * k3, mask, denom)
     with torch.no_grad():
-        stats = {"rho_mean": token_mean(rho, mask), "k3_mean": token_mean(k3, mask)}
+        stats = {"rho_mean": masked_mean(rho, mask), "k3_mean": masked_mean(k3, mask)}
     return loss, stats
 
 

@@ -2,10 +2,13 @@
 
 A signal may shift the token advantages before the PPO loss (``advantage``) and/or add a loss term
 (``loss``); each is a thin object over a pure function of :mod:`seedrl.algos`. The RL loop calls the
-run's signal and names none of them. Shapes: ``[B, T]`` right-aligned response tokens; ``tmask`` =
-response mask x the per-sample teacher-signal mask (samples whose trajectory has no skill are all
-zero); ``denom`` = the mini-batch's count of tokens *with* a teacher signal, so micro-batches sum to
-the mini-batch token-mean and samples without a skill are left out of the mean, not counted as zero.
+run's signal and names none of them. Shapes: ``[B, T]`` right-aligned response tokens. For
+``advantage``, ``tmask`` = response mask x the per-sample teacher-signal mask (samples whose trajectory
+has no skill are all zero). For ``loss``, ``tmask`` = response mask x each sample's aggregation weight
+(:func:`seedrl.algos.signal_weights` with the signal's ``agg``: 0 without a skill) and ``denom`` = 1,
+so the micro-batches' terms add up to the mini-batch's term as the aggregation defines it: SEED's
+mean over micro-batches (``micro_batch_mean``, OPD's default, ``algo.opd_agg``) or a token-mean over
+the mini-batch's signal tokens (``signal_token_mean``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ class Signal:
     """No signal (GRPO): the advantages and the loss are left alone."""
 
     name = "none"
+    #: how the trainer averages this signal's loss term over a mini-batch (``seedrl.algos.OPD_AGGS``)
+    agg = "signal_token_mean"
 
     def advantage(self, adv: Tensor, teacher: Tensor, old: Tensor, tmask: Tensor) -> Tensor:
         return adv
@@ -42,10 +47,12 @@ class Signal:
 
 @dataclass
 class OPD(Signal):
-    """SEED/SDAR on-policy distillation: ``coef * opd_loss`` with gate sharpness ``beta`` (0 = uniform)."""
+    """SEED/SDAR on-policy distillation: ``coef * opd_loss`` with gate sharpness ``beta`` (0 = uniform),
+    averaged over a mini-batch as ``agg`` says (``algo.opd_agg``)."""
 
     beta: float
     coef: float
+    agg: str = "micro_batch_mean"
     name = "opd"
 
     def loss(self, logp, old, teacher, tmask, denom):
@@ -80,7 +87,7 @@ class SkillSD(Signal):
 #: method's resolved gate
 SIGNALS = {
     "none": lambda algo, beta: Signal(),
-    "opd": lambda algo, beta: OPD(beta=beta, coef=algo.opd_coef),
+    "opd": lambda algo, beta: OPD(beta=beta, coef=algo.opd_coef, agg=algo.opd_agg),
     "opid": lambda algo, beta: OPIDShift(coef=algo.opid_coef),
     "skill_sd": lambda algo, beta: SkillSD(coef=algo.skill_sd_coef),
 }

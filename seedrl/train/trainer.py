@@ -34,6 +34,7 @@ from seedrl.algos import (
     ppo_clip_loss,
     scale_by_sign,
     select_groups,
+    signal_weights,
     token_mean,
 )
 from seedrl.config import TrainConfig, save_config
@@ -114,7 +115,8 @@ ROW_FILES = ("metrics.jsonl", "eval.jsonl", "skills.jsonl")
 #: how often it saves, what is logged and evaluated, and how fast or where it computes. Entries
 #: are keys or sections (a section covers every key under it). Every other change is refused.
 #: ``optim.micro_batch_size`` only splits a mini-batch into gradient-accumulation pieces (the same
-#: update up to float rounding), as ``optim.dedupe`` only merges identical samples (the same update
+#: update up to float rounding; not with ``algo.opd_agg`` micro_batch_mean, see
+#: :func:`unsafe_in_this_run`), as ``optim.dedupe`` only merges identical samples (the same update
 #: up to float rounding); ``model.gradient_checkpointing`` trades memory for recomputation;
 #: ``env.workers``/``env.step_timeout_s`` are the env pool's parallelism and hang guard (results
 #: never depend on the number of workers); ``skills.api.{base_url,api_key_env,timeout_s,concurrency}``
@@ -154,8 +156,11 @@ def resume_safe(key: str) -> bool:
 def unsafe_in_this_run(old: TrainConfig, new: TrainConfig) -> dict[str, str]:
     """{key: why} for the keys of :data:`RESUME_SAFE_KEYS` whose change from ``old`` to ``new`` does
     change what this run computes: ``iterations`` when ``optim.warmup_ratio`` spreads the warm-up
-    over them and the warm-up length (``int(warmup_ratio * iterations)``) changes."""
+    over them and the warm-up length (``int(warmup_ratio * iterations)``) changes;
+    ``optim.micro_batch_size`` when the OPD term is a mean over micro-batches (``algo.opd_agg``)."""
     out: dict[str, str] = {}
+    if old.opd_per_micro_batch or new.opd_per_micro_batch:
+        out["optim.micro_batch_size"] = "algo.opd_agg micro_batch_mean averages the OPD term over micro-batches"
     a = warmup_schedule(old.optim.warmup_steps, old.optim.warmup_ratio, old.iterations)
     b = warmup_schedule(new.optim.warmup_steps, new.optim.warmup_ratio, new.iterations)
     if a[0] and b[0] and a != b:
@@ -602,8 +607,11 @@ class Trainer:
 
         Every micro-batch loss is divided by the response-token count of its whole mini-batch, so
         accumulation gives exactly the update of one big batch (token-mean over the mini-batch). A
-        signal's loss term is likewise divided by the mini-batch's count of tokens *with* a teacher
-        signal: samples without a skill are excluded from its mean, not counted as zeros.
+        signal's loss term is weighted per sample as its aggregation says (:func:`signal_weights`,
+        ``algo.opd_agg`` for OPD): SEED's mean over the mini-batch's micro-batches of
+        ``optim.micro_batch_size`` samples (cut from the global mini-batch in order, whatever the
+        number of processes; a micro-batch without a skill counts as 0), or a token-mean over the
+        mini-batch's tokens *with* a teacher signal (samples without a skill left out).
 
         Several processes: the mini-batches are drawn from the global sample list (every rank's
         samples in rank order) exactly as one process draws them; each rank steps on its own samples
@@ -627,15 +635,20 @@ class Trainer:
                 denom = float(sum(lengths[i] for i in idx))
                 if denom == 0:
                     continue
-                signal_denom = 0.0
+                signal_w, signal_total = None, 0.0
                 if flags is not None:
-                    signal_denom = float(sum(lengths[i] for i in idx if flags[i]))
+                    w = signal_weights(torch.tensor([lengths[i] for i in idx]), torch.tensor([flags[i] for i in idx]),
+                                       torch.arange(len(idx)) // o.micro_batch_size, self.method.signal.agg).tolist()
+                    signal_total = sum(wi * lengths[i] for wi, i in zip(w, idx))
+                    lo, hi = layout.offset, layout.offset + layout.count
+                    signal_w = [wi for wi, i in zip(w, idx) if lo <= i < hi]  # aligned with layout.local(idx)
                 # sharded: each backward is a collective, so every rank runs as many micro-batches
                 micro = (layout.most_micro_batches(idx, o.micro_batch_size)
                          if fsdp.is_sharded(self.model) else None)
                 replay = (replay_draw([len(r) for _, r in self.replay_pairs], denom, self.cfg.algo.replay_share, g)
                           if self.replay_pairs else None)
-                stats = self.minibatch_step(batch, layout.local(idx), denom, signal_denom, micro, replay)
+                stats = self.minibatch_step(batch, layout.local(idx), denom, signal_w=signal_w,
+                                            signal_total=signal_total, micro_batches=micro, replay=replay)
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 steps += 1
@@ -644,10 +657,13 @@ class Trainer:
         return {k: v / max(1, steps) for k, v in sums.items()} | {"optim_steps": steps}
 
     def minibatch_step(self, batch: UpdateBatch, idx: list[int], denom: float,
-                       signal_denom: float = 0.0, micro_batches: int | None = None,
-                       replay: list[int] | None = None) -> dict[str, float]:
+                       signal_w: list[float] | None = None, signal_total: float = 0.0,
+                       micro_batches: int | None = None, replay: list[int] | None = None) -> dict[str, float]:
         """One optimizer step on the samples ``idx`` of ``batch``: PPO clip, entropy, KL, and the
         method's signal (an advantage shift and/or a loss term; see :mod:`seedrl.methods.signals`).
+        ``signal_w``: each sample's weight in the signal's loss term (:func:`signal_weights`), aligned
+        with ``idx``; ``signal_total``: the mini-batch's sum of weight x tokens over every process
+        (the normaliser of the signal's logged stats; 0 = no signal in the mini-batch).
         ``replay``: indices into ``self.replay_pairs`` whose NLL joins the step (:meth:`_replay_loss`).
         ``micro_batches``: how many forward/backward passes every rank runs (a sharded model, whose
         every backward is a collective); see :meth:`_passes` for the passes a rank adds to its own."""
@@ -655,9 +671,16 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         acc: dict[str, float] = {}
         count = {i: 1 for i in idx}
+        sw = None if signal_w is None else dict(zip(idx, signal_w))
         if batch.keys is not None:  # identical samples: one forward, weighted by their count
+            if sw is not None:  # ... and by the sum of their signal weights (copies may differ in it)
+                summed: dict[tuple, float] = {}
+                for i in idx:
+                    summed[batch.keys[i]] = summed.get(batch.keys[i], 0.0) + sw[i]
             idx, weights = merge_duplicates(idx, batch.keys)
             count = dict(zip(idx, weights))
+            if sw is not None:
+                sw = {i: summed[batch.keys[i]] for i in idx}
         passes: list[list[int] | None] = [idx[s:s + o.micro_batch_size] for s in range(0, len(idx), o.micro_batch_size)]
         passes += [None] * (self._passes(len(passes), micro_batches) - len(passes))
         for j, mi in enumerate(passes):
@@ -665,7 +688,8 @@ class Trainer:
                 if mi is None:  # zero-weighted: pairs this rank's collectives with the other ranks'
                     dummy_loss(self._trained, self.device).backward()
                 else:
-                    self._micro_batch_loss(batch, mi, denom, signal_denom, acc,
+                    self._micro_batch_loss(batch, mi, denom, None if sw is None else [sw[i] for i in mi],
+                                           signal_total, acc,
                                            [count[i] for i in mi] if batch.keys is not None else None).backward()
         if replay:
             self._replay_loss(replay, denom, acc)
@@ -717,12 +741,14 @@ class Trainer:
         """DDP reduces the gradients in the last backward of a mini-batch only (``no_sync`` before)."""
         return self._ddp.no_sync() if self._ddp is not None and not last else nullcontext()
 
-    def _micro_batch_loss(self, batch: UpdateBatch, mi: list[int], denom: float, signal_denom: float,
-                          acc: dict[str, float], weights: list[int] | None = None) -> torch.Tensor:
+    def _micro_batch_loss(self, batch: UpdateBatch, mi: list[int], denom: float, signal_w: list[float] | None,
+                          signal_total: float, acc: dict[str, float],
+                          weights: list[int] | None = None) -> torch.Tensor:
         """The loss of the samples ``mi`` of a mini-batch (every term divided by the mini-batch's
-        token counts, so the micro-batches' gradients add up to the mini-batch's); its stats are
-        added to ``acc``. ``weights``: how many identical samples each of ``mi`` stands for
-        (:func:`merge_duplicates`); they scale every token sum, never an advantage."""
+        token counts, so the micro-batches' gradients add up to the mini-batch's; the signal's loss
+        term weighted by ``signal_w``, see :meth:`minibatch_step`); its stats are added to ``acc``.
+        ``weights``: how many identical samples each of ``mi`` stands for (:func:`merge_duplicates`);
+        they scale every token sum, never an advantage."""
         c = self.cfg.algo
         sig = self.method.signal
         samples = batch.samples
@@ -735,11 +761,12 @@ class Trainer:
         mask = unit if weights is None else unit * torch.tensor(weights, dtype=unit.dtype, device=self.device)[:, None]
         old = right_align([batch.old_logp[i] for i in mi], b.width, self.device)
         a = batch.adv[mi].to(self.device)[:, None] * unit
-        distill = batch.teacher_logp is not None and signal_denom > 0
+        distill = batch.teacher_logp is not None and signal_w is not None and signal_total > 0
         if distill:
             teacher = right_align([batch.teacher_logp[i] for i in mi], b.width, self.device)
             has_skill = batch.signal[mi].to(self.device)[:, None]  # samples without a skill: all zero
-            tmask = mask * has_skill
+            # the loss term's aggregation weights (0 without a skill), copies of a merged sample summed
+            tmask = unit.to(logp.dtype) * torch.tensor(signal_w, dtype=logp.dtype, device=self.device)[:, None]
             a = sig.advantage(a, teacher, old, unit * has_skill)
         pg, st = ppo_clip_loss(logp, old, a, mask, clip_ratio=c.clip_ratio, clip_ratio_low=c.clip_ratio_low,
                                clip_ratio_high=c.clip_ratio_high, dual_clip_c=c.dual_clip_c, denom=denom)
@@ -754,11 +781,11 @@ class Trainer:
             kl = token_mean(kl_k3(logp, ref), mask, denom)
             loss = loss + c.kl_coef * kl
             parts["loss/kl"] = kl.detach()
-        term = sig.loss(logp, old, teacher, tmask, signal_denom) if distill else None
+        term = sig.loss(logp, old, teacher, tmask, 1.0) if distill else None
         if term is not None:
             loss = loss + term.loss
             parts[f"loss/{sig.name}"] = term.value
-            sig_w = tmask.sum().item() / signal_denom  # micro-batch share of the signal tokens
+            sig_w = tmask.sum().item() / signal_total  # micro-batch share of the term's token weight
             for k, v in term.stats.items():
                 acc[f"{sig.name}/{k}"] = acc.get(f"{sig.name}/{k}", 0.0) + float(v) * sig_w
         w = mask.sum().item() / denom  # micro-batch share of the mini-batch, for stat averages
