@@ -189,7 +189,10 @@ class AlgoConfig(_Strict):
     opd_agg: Literal["micro_batch_mean", "signal_token_mean"] = "micro_batch_mean"
     opid_coef: NonNegFloat = 1e-3
     skill_sd_coef: NonNegFloat = 1e-3
-    #: sdar: folder of <task type>.md skill files (default: the ones shipped for the env)
+    #: sdar, skill_sd, grpo_opsd: folder of <task type>.md skill files (default: the ones shipped for
+    #: the env), or SDAR's own skill folder (skills/<env>/ of a ZJU-REAL/SDAR checkout, recognised by
+    #: its skill_mapping.json) for the published baseline's skill text; the run records which
+    #: (skill_source.json in the run folder)
     static_skill_dir: str | None = None
     #: mean_std (GRPO, SEED) or mean (OPID's default)
     adv_norm: Literal["mean_std", "mean"] = "mean_std"

@@ -290,6 +290,12 @@ class Trainer:
         #: the method: its table entry (skills, placement), its signal object and its analyzer
         self.method = build_method(cfg, self.backend, self.tokenizer, bf16=self.precision.bf16)
         self.analyzer = self.method.analyzer
+        #: which skill text a static-skill run (sdar, skill_sd, grpo_opsd) uses: layout, folder, hash
+        self.skill_source: dict[str, Any] | None = getattr(self.analyzer, "source", None)
+        if self.skill_source is not None and main:
+            log.info("static skills: %s layout in %s (sha256 %s)", self.skill_source["layout"],
+                     self.skill_source["dir"], self.skill_source["sha256"][:12])
+            (self.run_dir / "skill_source.json").write_text(json.dumps(self.skill_source, indent=1))
 
         e = cfg.env
         self.train_panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
@@ -1017,7 +1023,7 @@ class Trainer:
                     initial_eval: dict[str, dict[str, Any]] | None) -> dict[str, Any]:
         c = self.cfg
         remove_orphans(self.ckpt_dir)
-        summary: dict[str, Any] = {}
+        summary: dict[str, Any] = {} if self.skill_source is None else {"skill_source": self.skill_source}
         if self._evaluates_first():
             with fsdp.gathered(self.model):
                 evals = self._initial_evals(initial_eval)

@@ -6,16 +6,34 @@ Files live in the env's own package, ``seedrl/envs/<env>/skills/<task type>.md``
 ``SkillProvider`` does, a task's skill is the general file followed by its task type's file, joined
 by a blank line, each kept as written (stripped of outer whitespace only: the files are Markdown).
 Pass ``skill_dir`` to use your own files.
+
+``skill_dir`` may also be a skill folder of SDAR's own repository (``skills/<env>/`` of a ZJU-REAL/SDAR
+checkout): it is recognised by its ``skill_mapping.json``, whose ``skill_files`` name the skill files
+(``general_skills`` is the general one) and whose ``task_to_skill`` maps task types to skills (e.g.
+ALFWorld's ``pick_two_obj_and_place`` -> ``pick_and_place``). A task's skill is then composed as SDAR's
+``SkillProvider`` composes it: the general skills, a blank line, the mapped skill; a task type with no
+mapping gets the general skills alone. SDAR picks the type of an ALFWorld game as the first
+``task_to_skill`` key (in file order) found in the game file's path; here the env's task type is looked
+up exactly first, then SDAR's first-key-in-the-task-id rule.
+
+:attr:`StaticSkillAnalyzer.source` says which skill text a run used (layout, folder, a hash of the
+files' contents); the trainer logs it and writes it to ``skill_source.json`` in the run folder.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 from seedrl.envs.registry import env_class, env_folder, env_names
 from seedrl.errors import SeedRLError
 from seedrl.rollout.types import Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
+
+#: the file that marks a folder as SDAR's layout, and SDAR's name of the general skill
+SDAR_MAPPING = "skill_mapping.json"
+SDAR_GENERAL = "general_skills"
 
 
 def skills_dir(env_name: str) -> Path:
@@ -40,16 +58,60 @@ class StaticSkillAnalyzer:
                               f"{', '.join(_shipped())}")
         if not self.dir.is_dir():
             raise SeedRLError(f"no static skills for {env_name!r} in {self.dir}; shipped: {', '.join(_shipped())}")
-        self.skills = {p.stem: p.read_text().strip() for p in sorted(self.dir.glob("*.md"))}
-        self.skills = {k: v for k, v in self.skills.items() if v}
         self.env_name = env_name
+        #: "sdar" (a folder with SDAR's skill_mapping.json) or "seedrl" (general.md + <task type>.md)
+        self.layout = "sdar" if (self.dir / SDAR_MAPPING).is_file() else "seedrl"
+        #: SDAR layout: task type -> skill name (``task_to_skill``); empty for this project's layout
+        self.task_to_skill: dict[str, str] = {}
+        if self.layout == "sdar":
+            files = self._load_sdar()
+        else:
+            files = sorted(self.dir.glob("*.md"))
+            self.skills = {p.stem: p.read_text().strip() for p in files}
+            self.general_key = "general"
+        self.skills = {k: v for k, v in self.skills.items() if v}
+        digest = hashlib.sha256()
+        for p in files:
+            digest.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
+        #: which skill text this analyzer serves: its layout, folder, files and their contents' hash
+        self.source = {"layout": self.layout, "dir": str(self.dir.resolve()),
+                       "files": [p.name for p in files], "sha256": digest.hexdigest()}
+
+    def _load_sdar(self) -> list[Path]:
+        path = self.dir / SDAR_MAPPING
+        try:
+            mapping = json.loads(path.read_text())
+            skill_files = dict(mapping["skill_files"])
+            self.task_to_skill = {str(k): str(v) for k, v in mapping.get("task_to_skill", {}).items()}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SeedRLError(f"{path} is not an SDAR skill mapping (skill_files, task_to_skill): {exc}") from None
+        missing = [f for f in skill_files.values() if not (self.dir / f).is_file()]
+        if missing:
+            raise SeedRLError(f"{path} names skill files that {self.dir} lacks: {', '.join(missing)}")
+        self.skills = {name: (self.dir / f).read_text().strip() for name, f in skill_files.items()}
+        self.general_key = SDAR_GENERAL
+        return [path] + [self.dir / f for f in sorted(set(skill_files.values()))]
+
+    def task_type(self, task_id: str) -> str:
+        try:
+            return env_class(self.env_name).task_type(task_id)
+        except Exception:  # a custom skill_dir for an env that is not registered
+            return task_id.split("-", 1)[0]
+
+    def skill_name(self, task_id: str) -> str | None:
+        """The skill (besides the general one) of a task: its task type's file, or SDAR's mapping."""
+        kind = self.task_type(task_id)
+        if self.layout == "seedrl":
+            return kind if kind != self.general_key else None
+        if kind in self.task_to_skill:
+            return self.task_to_skill[kind]
+        # SDAR's rule for ALFWorld games: the first task_to_skill key found in the game's path
+        # (pick_and_place_simple -> pick_and_place); none found: the general skills alone, as SDAR
+        return next((v for k, v in self.task_to_skill.items() if k in kind or k in str(task_id)), None)
 
     def skill_for(self, task_id: str) -> str | None:
-        try:
-            kind = env_class(self.env_name).task_type(task_id)
-        except Exception:  # a custom skill_dir for an env that is not registered
-            kind = task_id.split("-", 1)[0]
-        parts = [self.skills.get("general"), self.skills.get(kind) if kind != "general" else None]
+        name = self.skill_name(task_id)
+        parts = [self.skills.get(self.general_key), self.skills.get(name) if name and name != self.general_key else None]
         return "\n\n".join(p for p in parts if p) or None
 
     def analyze(self, trajectories: list[Trajectory]) -> list[AnalysisResult]:
