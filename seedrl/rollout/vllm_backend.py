@@ -21,6 +21,7 @@ nothing here runs unless ``rollout.backend=vllm``.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import random
 import shutil
@@ -81,6 +82,18 @@ def merged_state_dict(model) -> dict[str, torch.Tensor]:
     return out | merged
 
 
+class _QuietRotaryReload(logging.Filter):
+    """vLLM's layer-wise reload warns "RotaryEmbedding: Failed to load weights" at every sync: the rotary
+    layer holds computed buffers, no weights, so there is nothing to load (the log-prob drift tests
+    prove the synced model right). Only that line is dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "RotaryEmbedding: Failed to load weights" not in record.getMessage()
+
+
+_ROTARY_FILTER = _QuietRotaryReload()
+
+
 class VLLMBackend:
     """An in-process ``vllm.LLM`` with the policy's current weights (see the module docstring).
 
@@ -117,6 +130,10 @@ class VLLMBackend:
                               f"32 (tiny-micro has 16; tiny-3m and tiny-15m work); use rollout.backend=hf")
         if dtype == "auto":
             dtype = "bfloat16" if bf16 else str(param.dtype).replace("torch.", "")
+        #: the engine's weight dtype: synced weights are cast to it here, so vLLM's loader has nothing to
+        #: convert (it warned once per tensor: "Attempted to load weight … float32 into … bfloat16")
+        found = getattr(torch, str(dtype), None)
+        self._engine_dtype = found if isinstance(found, torch.dtype) else None
         # The engine folder: config, generation config and tokenizer only; the weights come from
         # the trainer (sync_weights), the engine starts with dummy ones.
         self._dir = Path(tempfile.mkdtemp(prefix="seedrl-vllm-"))
@@ -173,7 +190,11 @@ class VLLMBackend:
         self._policy = model
         if self._asleep:
             self.llm.wake_up(tags=["weights"])
-        weights = list(merged_state_dict(model).items())
+        quiet = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
+        if _ROTARY_FILTER not in quiet.filters:
+            quiet.addFilter(_ROTARY_FILTER)
+        weights = [(n, t.to(self._engine_dtype) if self._engine_dtype and t.is_floating_point() else t)
+                   for n, t in merged_state_dict(model).items()]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
         if self._asleep:
