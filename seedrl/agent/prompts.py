@@ -5,6 +5,21 @@ the last ``history_length`` (observation, action) pairs, the current observation
 actions where the env lists them, and the instruction to reason in ``<think>`` and answer in
 ``<action>``. The task line is always a line of its own, because hindsight skills (SEED) are
 inserted right after it; the student and evaluation prompts built here never carry a skill.
+
+Two layouts (``style``, an env's :attr:`~seedrl.envs.base.Env.prompt_style`):
+
+- ``seedrl`` (this project's, what every env and every trained model so far uses): the task line at
+  every step, history items as ``[Observation k:\n<obs>\nAction k: <act>]``, admissible actions
+  joined by ", ";
+- ``verl_agent`` (the structure of verl-agent's ALFWORLD_TEMPLATE_NO_HIS / ALFWORLD_TEMPLATE, as its
+  ``AlfWorldEnvironmentManager`` fills them; ALFWorld's default): step 0 has no task line of its own:
+  the task sentence ends the first observation, on its own line after a blank line, as ALFWorld's
+  intro shows it (so a skill goes right after it); later steps name the task after the title (on a
+  line of its own here: skills go right after it), lay the history out as
+  ``[Observation k: '<obs>', Action k: '<act>']``, one item a line, the first on the line that
+  announces them, give the current observation on the "You are now at step" line, and list the
+  admissible actions one a line, each quoted, as ``['a'\n 'b']``. docs/deviations.md lists where
+  this still differs from the reference.
 """
 
 from __future__ import annotations
@@ -22,6 +37,8 @@ INSTRUCTION = (
     "and present it within <action> </action> tags."
 )
 INVALID_ACTION_TEXT = "(invalid action)"
+#: the step-prompt layouts (see the module docstring)
+PROMPT_STYLES = ("seedrl", "verl_agent")
 
 
 @dataclass(frozen=True)
@@ -39,9 +56,16 @@ def build_step_prompt(
     history_length: int = 2,
     admissible_actions: Sequence[str] | None = None,
     instruction: str | None = None,
+    style: str = "seedrl",
 ) -> str:
     """The user-message text of one step. ``step_index`` is the 0-based index of this step;
-    ``instruction`` replaces the default closing instruction (it must start with ``TURN_LINE``)."""
+    ``instruction`` replaces the default closing instruction (it must start with ``TURN_LINE``);
+    ``style`` picks the layout (:data:`PROMPT_STYLES`)."""
+    if style == "verl_agent":
+        return _verl_agent_prompt(env_title, task_description, observation, history, step_index, history_length,
+                                  admissible_actions, instruction)
+    if style != "seedrl":
+        raise ValueError(f"unknown prompt style {style!r}; known: {', '.join(PROMPT_STYLES)}")
     lines = [f"You are an expert agent playing {env_title}.", TASK_PREFIX + task_description.strip()]
     recent = list(history)[-history_length:] if history_length > 0 else []
     if step_index > 0 and recent:
@@ -59,6 +83,35 @@ def build_step_prompt(
     lines.append(observation.strip())
     if admissible_actions:
         lines.append("Your admissible actions of the current situation are: [" + ", ".join(admissible_actions) + "].")
+    lines.append("")
+    lines.append(instruction or INSTRUCTION)
+    return "\n".join(lines)
+
+
+def _verl_agent_prompt(env_title: str, task_description: str, observation: str, history: Sequence[HistoryItem],
+                       step_index: int, history_length: int, admissible_actions: Sequence[str] | None,
+                       instruction: str | None) -> str:
+    """verl-agent's ALFWorld layout (see the module docstring)."""
+    title = f"You are an expert agent operating in {env_title}."
+    task = TASK_PREFIX + task_description.strip()
+    recent = list(history)[-history_length:] if history_length > 0 else []
+    if step_index == 0:
+        # no task line of the template's own: the task sentence closes the intro observation
+        lines = [title, "Your current observation is: " + observation.strip() + "\n\n" + task]
+    else:
+        lines = [title, task]
+        if recent:
+            first = step_index - len(recent) + 1
+            items = "\n".join(
+                f"[Observation {first + i}: '{item.observation.strip()}', Action {first + i}: "
+                f"'{item.action if item.action is not None else INVALID_ACTION_TEXT}']"
+                for i, item in enumerate(recent))
+            lines.append(f"Prior to this step, you have already taken {step_index} step(s). Below are the most "
+                         f"recent {len(recent)} observations and the corresponding actions you took: {items}")
+        lines.append(f"You are now at step {step_index + 1} and your current observation is: {observation.strip()}")
+    if admissible_actions:
+        lines.append("Your admissible actions of the current situation are: ["
+                     + "\n ".join(f"'{a}'" for a in admissible_actions) + "].")
     lines.append("")
     lines.append(instruction or INSTRUCTION)
     return "\n".join(lines)

@@ -322,6 +322,9 @@ class Env(ABC):
     #: sets its own, which must start with ``TURN_LINE`` (skills are placed relative to it), and
     #: overrides :meth:`parse_action` to match.
     instruction: str | None = None
+    #: the step-prompt layout (``seedrl.agent.prompts.PROMPT_STYLES``): ``seedrl`` (this project's) or
+    #: ``verl_agent`` (verl-agent's ALFWorld template structure; the ``alfworld`` env's default)
+    prompt_style: str = "seedrl"
     #: the typed options (env kwargs) of the env; ``None`` (toy envs): the raw kwargs identify the tasks
     options_model: ClassVar[type[EnvOptions] | None] = None
     #: the third-party packages the env runs on (``seedrl env`` reports their versions)

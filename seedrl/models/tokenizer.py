@@ -43,7 +43,7 @@ def corpus(episodes_per_env: int = 40) -> Iterator[str]:
                 if action is None:
                     break
                 yield build_step_prompt(title, env.task_description, obs, history, step, 2,
-                                        env.admissible_actions())
+                                        env.admissible_actions(), style=env.prompt_style)
                 yield format_response(action)
                 history.append(HistoryItem(obs, action))
                 obs, _, done, _ = env.step(action)

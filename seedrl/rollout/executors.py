@@ -125,10 +125,11 @@ class EnvExecutor(Protocol):
 
 
 # -- the calls the rollout sends (module level: picklable by reference) --------------------------
-def env_reset(env: Env, task_id: str) -> tuple[str, str, str | None, list[str] | None]:
-    """Start the episode: first observation, task description, instruction, admissible actions."""
+def env_reset(env: Env, task_id: str) -> tuple[str, str, str | None, list[str] | None, str]:
+    """Start the episode: first observation, task description, instruction, admissible actions,
+    step-prompt style."""
     obs = env.reset(task_id)
-    return obs, env.task_description, env.instruction, env.admissible_actions()
+    return obs, env.task_description, env.instruction, env.admissible_actions(), env.prompt_style
 
 
 def env_read(env: Env, text: str) -> tuple[str | None, bool, str | None]:

@@ -62,6 +62,7 @@ class _Episode:
     done: bool = False
     instruction: str | None = None
     admissible: list[str] | None = None
+    prompt_style: str = "seedrl"
 
 
 def encode_messages(tokenizer, messages: list[dict[str, str]]) -> list[int]:
@@ -133,7 +134,7 @@ def rollout(
         for i, out in resets.items():
             ep = episodes[i]
             if out.ok:
-                ep.obs, ep.traj.task_description, ep.instruction, ep.admissible = out.value
+                ep.obs, ep.traj.task_description, ep.instruction, ep.admissible, ep.prompt_style = out.value
             else:
                 _end_with_error(ep, _fault("reset", out, timeout))
         timings["env"] = timings.get("env", 0.0) + time.perf_counter() - t0
@@ -207,7 +208,7 @@ def _fit_prompt(tokenizer, ep: _Episode, turn: int, s: RolloutSettings,
     """The step prompt, dropping the oldest history pairs if it exceeds ``max_prompt_tokens``."""
     for h in range(s.history_length, -1, -1):
         text = build_step_prompt(s.env_title, ep.traj.task_description, ep.obs,
-                                 ep.history, turn, h, ep.admissible, ep.instruction)
+                                 ep.history, turn, h, ep.admissible, ep.instruction, ep.prompt_style)
         msgs = step_messages(text)
         if hook is not None:
             msgs = hook(ep.traj.task_id, msgs)

@@ -58,7 +58,7 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
                 if expert is None:
                     break
                 text = build_step_prompt(title, env.task_description, obs, history, step, history_length,
-                                         env.admissible_actions(), env.instruction)
+                                         env.admissible_actions(), env.instruction, env.prompt_style)
                 rows.append({"messages": step_messages(text), "response": env.format_response(expert),
                              "task_id": task_id, "step": step})
                 action = expert

@@ -15,6 +15,10 @@ Format (verl-agent's ALFWorld env):
 - :meth:`admissible_actions` is the engine's admissible command list (sorted) without "help", as
   verl-agent shows it. A command outside that list is not sent: the state is unchanged, the
   observation is ALFWorld's "Nothing happens." and ``info["action_valid"]`` is False.
+- the step prompt: ``alfworld`` takes verl-agent's ALFWorld template structure (env option
+  ``prompt_style: verl_agent``, the default; the task sentence closes the step-0 observation),
+  ``alfworld-gen`` this project's layout (``seedrl``), as its trained tiny models were trained on it;
+  see :mod:`seedrl.agent.prompts` and docs/deviations.md;
 - reward ``WIN_REWARD`` (10) on the winning step, 0 otherwise; ``info`` has ``won`` and ``action_valid``.
 
 Official data (``alfworld``): ``data_dir`` kwarg, else ``$ALFWORLD_DATA``, else ``~/.cache/alfworld``
@@ -47,7 +51,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
@@ -340,12 +344,16 @@ class AlfWorldOptions(EnvOptions):
     """Env options of ``alfworld`` (official data)."""
 
     env_name: ClassVar[str] = "alfworld"
-    local: ClassVar[frozenset[str]] = frozenset({"data_dir"})
+    #: prompt_style changes the prompt, never which tasks a panel holds: not part of the panel hash
+    local: ClassVar[frozenset[str]] = frozenset({"data_dir", "prompt_style"})
 
     data_dir: PathStr | None = Field(None, description="the folder holding json_2.1.1/ (default $ALFWORLD_DATA, "
                                                        "else ~/.cache/alfworld)")
     allow_partial: Bool = Field(False, description="true or false; true accepts a split with fewer playable games "
                                                    "than the full download (its panel is then every playable game)")
+    prompt_style: Literal["verl_agent", "seedrl"] = Field(
+        "verl_agent", description="verl_agent (verl-agent's ALFWorld step-prompt structure, the default) or seedrl "
+                                  "(this project's layout, as alfworld-gen uses)")
 
 
 class AlfWorldEnv(_AlfWorldBase):
@@ -358,6 +366,7 @@ class AlfWorldEnv(_AlfWorldBase):
     def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()
         self.options = AlfWorldOptions.parse(env_kwargs)
+        self.prompt_style = self.options.prompt_style
         data_dir = self.options.data_dir
         self.data_dir = Path(data_dir).expanduser() if data_dir is not None else default_data_dir()
 
