@@ -522,13 +522,20 @@ def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: l
 def load_run_config(path: str | Path) -> TrainConfig:
     """A run folder's saved ``config.yaml``. A run saved before ``skills.analysis_prompt`` existed (its
     ``skills`` section lists every other key, as every save does) used the legacy analyzer prompt: it
-    loads as ``legacy``, so resuming or evaluating it never switches prompts silently. Likewise a run of
+    loads as ``legacy``, so resuming or evaluating it never switches prompts silently (and a real-ALFWorld
+    run of that era keeps this project's step prompt, ``env.kwargs.prompt_style: seedrl``). Likewise a run of
     a method with an OPD term saved before ``algo.opd_agg`` existed averaged that term over the signal
     tokens: it loads as ``signal_token_mean`` (other methods have no OPD term: the default stays)."""
     data: dict[str, Any] = read_config_file(path)
     skills = data.get("skills")
     if isinstance(skills, dict) and skills and "analysis_prompt" not in skills:
         skills["analysis_prompt"] = "legacy"
+        env = data.get("env")
+        # saved before the real ALFWorld env took verl-agent's step-prompt layout by default (same era)
+        if isinstance(env, dict) and env.get("name") == "alfworld":
+            kwargs = env.setdefault("kwargs", {}) or {}
+            env["kwargs"] = kwargs
+            kwargs.setdefault("prompt_style", "seedrl")
     algo = data.get("algo")
     if isinstance(algo, dict) and algo and "opd_agg" not in algo:
         spec = METHODS.get(algo.get("name", "grpo"))

@@ -141,6 +141,10 @@ def test_a_run_saved_before_analysis_prompt_existed_loads_as_legacy(tmp_path):
     del data["skills"]["analysis_prompt"]
     saved.write_text(yaml.safe_dump(data))
     assert load_run_config(saved).skills.analysis_prompt == "legacy"
+    assert "prompt_style" not in load_run_config(saved).env.kwargs  # not an alfworld run: untouched
+    data["env"]["name"] = "alfworld"
+    saved.write_text(yaml.safe_dump(data))
+    assert load_run_config(saved).env.kwargs["prompt_style"] == "seedrl"  # its step prompt, not verl-agent's
 
 
 def test_the_legacy_autocast_key_is_honoured_or_refused_never_ignored():
