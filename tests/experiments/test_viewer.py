@@ -260,3 +260,16 @@ def test_view_command_errors_are_one_line(tmp_path):
     (tmp_path / "empty").mkdir()
     r = CliRunner().invoke(app, ["view", str(tmp_path / "empty")])
     assert r.exit_code == 2 and "neither a run folder" in r.output
+
+
+def test_token_colour_scale_matches_the_pages_script_and_charts_keep_tails_apart():
+    """The legend's scale is computed with the script's own opacity rule (|shift| / 2, capped, × 0.75 + 0.05),
+    and the extreme quantiles p01/p99 are not drawn on the axis of the other shift lines."""
+    from seedrl.experiments import viewer
+
+    page_js = Path(viewer.__file__).read_text()
+    assert "Math.min(1, Math.abs(shift) / 2) * 0.75 + 0.05" in page_js
+    assert 'rgba(0,160,60,0.425)">+1</span>' in viewer.LEGEND and 'rgba(220,30,30,0.800)">-2</span>' in viewer.LEGEND
+    charted = [k for _, keys in viewer.RUN_CHARTS for k in keys]
+    assert "teacher/delta_p01" not in charted and "teacher/delta_p99" not in charted
+    assert all(len(keys) <= 6 for _, keys in viewer.RUN_CHARTS)  # legends stay readable
