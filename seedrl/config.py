@@ -522,8 +522,8 @@ def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: l
 def load_run_config(path: str | Path) -> TrainConfig:
     """A run folder's saved ``config.yaml``. A run saved before ``skills.analysis_prompt`` existed (its
     ``skills`` section lists every other key, as every save does) used the legacy analyzer prompt: it
-    loads as ``legacy``, so resuming or evaluating it never switches prompts silently (and a real-ALFWorld
-    run of that era keeps this project's step prompt, ``env.kwargs.prompt_style: seedrl``). Likewise a run of
+    loads as ``legacy``, so resuming or evaluating it never switches prompts silently (and its env keeps the
+    defaults of that era, ``Env.legacy_kwargs``, e.g. this project's step prompt on real ALFWorld). Likewise a run of
     a method with an OPD term saved before ``algo.opd_agg`` existed averaged that term over the signal
     tokens: it loads as ``signal_token_mean`` (other methods have no OPD term: the default stays)."""
     data: dict[str, Any] = read_config_file(path)
@@ -531,11 +531,15 @@ def load_run_config(path: str | Path) -> TrainConfig:
     if isinstance(skills, dict) and skills and "analysis_prompt" not in skills:
         skills["analysis_prompt"] = "legacy"
         env = data.get("env")
-        # saved before the real ALFWorld env took verl-agent's step-prompt layout by default (same era)
-        if isinstance(env, dict) and env.get("name") == "alfworld":
-            kwargs = env.setdefault("kwargs", {}) or {}
-            env["kwargs"] = kwargs
-            kwargs.setdefault("prompt_style", "seedrl")
+        if isinstance(env, dict):  # env defaults changed in the same era (e.g. a step-prompt layout)
+            from seedrl.envs.registry import env_class
+
+            try:
+                legacy = env_class(env.get("name", DEFAULT_ENV)).legacy_kwargs
+            except SeedRLError:  # an unknown env: validation names it below
+                legacy = {}
+            if legacy:
+                env["kwargs"] = {**legacy, **(env.get("kwargs") or {})}
     algo = data.get("algo")
     if isinstance(algo, dict) and algo and "opd_agg" not in algo:
         spec = METHODS.get(algo.get("name", "grpo"))

@@ -39,8 +39,8 @@ def files(tmp_path_factory) -> dict[str, str]:
 
 
 class _Evil:
-    def __reduce__(self):
-        return (print, ("unpickled",))
+    def __reduce__(self):  # a global no test process patches (ray replaces builtins.print)
+        return (os.getcwd, ())
 
 
 def _bad_models(d: Path) -> None:
@@ -121,7 +121,7 @@ CASES = [
     ("model-weights-truncated", ["eval", "--checkpoint", "{tmp}/trunc", "--env", "sokoban"],
      "(truncated or padded); the model folder is damaged"),
     ("model-pickled-code", ["eval", "--checkpoint", "{tmp}/pickled", "--env", "sokoban"],
-     "pickled weights hold more than tensors (it references print); refused"),
+     "pickled weights hold more than tensors (it references posix.getcwd); refused"),
     ("model-without-tokenizer", _train("model.name={tmp}/notok"), "has no tokenizer"),
     ("model-empty-folder", _train("model.name={tmp}/emptydir"), "has no config.json"),
     ("eval-checkpoint-truncated", ["eval", "--checkpoint", "{tmp}/ckrun/checkpoints/iter_000001"],

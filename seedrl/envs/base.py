@@ -325,6 +325,9 @@ class Env(ABC):
     #: the step-prompt layout (``seedrl.agent.prompts.PROMPT_STYLES``): ``seedrl`` (this project's) or
     #: ``verl_agent`` (verl-agent's ALFWorld template structure; the ``alfworld`` env's default)
     prompt_style: str = "seedrl"
+    #: env kwargs a run saved before ``skills.analysis_prompt`` existed used implicitly, where a default
+    #: changed since (``seedrl.config.load_run_config`` restores them, so a resume never switches silently)
+    legacy_kwargs: ClassVar[dict[str, Any]] = {}
     #: the typed options (env kwargs) of the env; ``None`` (toy envs): the raw kwargs identify the tasks
     options_model: ClassVar[type[EnvOptions] | None] = None
     #: the third-party packages the env runs on (``seedrl env`` reports their versions)

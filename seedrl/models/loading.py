@@ -261,7 +261,7 @@ def load_model(
         except OSError as exc:
             raise SeedRLError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from exc
         except pickle.UnpicklingError as exc:  # a pickled pytorch_model.bin that is more than tensors
-            found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+            found = re.search(r"unsupported (?:global: )?GLOBAL (\S+)", str(exc), re.IGNORECASE)
             what = f"it references {found.group(1)}" if found else str(exc).strip().splitlines()[0][:200]
             raise SeedRLError(f"model {name_or_path!r}: its pickled weights hold more than tensors ({what}); refused, "
                               f"since unpickling them could run code (save the model as safetensors)") from None

@@ -445,7 +445,7 @@ def _read(ckpt: Path, lora: bool) -> tuple[dict[str, torch.Tensor], dict[str, An
             with torch.serialization.safe_globals(_numpy_globals()):
                 blob = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        found = re.search(r"unsupported (?:global: )?GLOBAL (\S+)", str(exc), re.IGNORECASE)
         what = f"it references {found.group(1)}" if found else _first_line(exc)
         raise CheckpointDamaged(f"{path} holds more than tensors and plain data ({what}); refused, since "
                                 f"unpickling it could run code") from None

@@ -34,10 +34,10 @@ def test_later_steps_lay_the_history_out_as_verl_agent_does():
     hist = [HistoryItem(INTRO, "go to sinkbasin 1"), HistoryItem("You arrive at cabinet 1.", None),
             HistoryItem("Nothing happens.", "look")]
     text = _prompt(3, hist)
-    assert (f"Prior to this step, you have already taken 3 step(s). Below are the most recent 2 observations and "
-            f"the corresponding actions you took: [Observation 2: 'You arrive at cabinet 1.', Action 2: "
-            f"'(invalid action)']\n[Observation 3: 'Nothing happens.', Action 3: 'look']\n"
-            f"You are now at step 4 and your current observation is: You arrive at sinkbasin 1.\n") in text
+    assert ("Prior to this step, you have already taken 3 step(s). Below are the most recent 2 observations and "
+            "the corresponding actions you took: [Observation 2: 'You arrive at cabinet 1.', Action 2: "
+            "'(invalid action)']\n[Observation 3: 'Nothing happens.', Action 3: 'look']\n"
+            "You are now at step 4 and your current observation is: You arrive at sinkbasin 1.\n") in text
     assert text.splitlines()[1] == TASK_PREFIX + TASK
 
 

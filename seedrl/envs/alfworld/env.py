@@ -362,6 +362,8 @@ class AlfWorldEnv(_AlfWorldBase):
     name = "alfworld"
     splits = dict(OFFICIAL_SPLITS)
     options_model = AlfWorldOptions
+    #: runs saved before verl-agent's layout became the default were played with this project's
+    legacy_kwargs: ClassVar[dict[str, Any]] = {"prompt_style": "seedrl"}
 
     def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()
