@@ -35,7 +35,8 @@ from seedrl.train.trainer import rollout_settings
 
 def move_distribution(model, tok, env, obs: str, title: str) -> dict[str, float]:
     """The policy's probability of each move's canonical response, renormalised over the moves."""
-    text = build_step_prompt(title, env.task_description, obs, [], 0, 0, env.admissible_actions(), env.instruction)
+    text = build_step_prompt(title, env.task_description, obs, [], 0, 0, env.admissible_actions(), env.instruction,
+                             env.prompt_style)
     prompt = encode_messages(tok, step_messages(text))
     resp = [tok(env.format_response(a), add_special_tokens=False)["input_ids"] for a in MOVES]
     with torch.no_grad():

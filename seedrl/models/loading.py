@@ -154,6 +154,13 @@ def safetensors_problem(path: Path) -> str | None:
     return None
 
 
+def refused_global(exc: BaseException) -> str:
+    """What a weights-only ``torch.load`` refused, from its error: "it references <global>" (torch words
+    it "Unsupported global: GLOBAL x" or "unsupported GLOBAL x"), else the error's first line."""
+    found = re.search(r"unsupported (?:global: )?GLOBAL (\S+)", str(exc), re.IGNORECASE)
+    return f"it references {found.group(1)}" if found else str(exc).strip().splitlines()[0][:200]
+
+
 #: files of which a model folder needs one to have a tokenizer
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
@@ -261,9 +268,8 @@ def load_model(
         except OSError as exc:
             raise SeedRLError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from exc
         except pickle.UnpicklingError as exc:  # a pickled pytorch_model.bin that is more than tensors
-            found = re.search(r"unsupported (?:global: )?GLOBAL (\S+)", str(exc), re.IGNORECASE)
-            what = f"it references {found.group(1)}" if found else str(exc).strip().splitlines()[0][:200]
-            raise SeedRLError(f"model {name_or_path!r}: its pickled weights hold more than tensors ({what}); refused, "
+            raise SeedRLError(f"model {name_or_path!r}: its pickled weights hold more than tensors "
+                              f"({refused_global(exc)}); refused, "
                               f"since unpickling them could run code (save the model as safetensors)") from None
     model.to(device)
     if lora:

@@ -134,6 +134,7 @@ class VLLMBackend:
         #: convert (it warned once per tensor: "Attempted to load weight … float32 into … bfloat16")
         found = getattr(torch, str(dtype), None)
         self._engine_dtype = found if isinstance(found, torch.dtype) else None
+        logging.getLogger("vllm.model_executor.model_loader.reload.layerwise").addFilter(_ROTARY_FILTER)  # kept once
         # The engine folder: config, generation config and tokenizer only; the weights come from
         # the trainer (sync_weights), the engine starts with dummy ones.
         self._dir = Path(tempfile.mkdtemp(prefix="seedrl-vllm-"))
@@ -190,9 +191,6 @@ class VLLMBackend:
         self._policy = model
         if self._asleep:
             self.llm.wake_up(tags=["weights"])
-        quiet = logging.getLogger("vllm.model_executor.model_loader.reload.layerwise")
-        if _ROTARY_FILTER not in quiet.filters:
-            quiet.addFilter(_ROTARY_FILTER)
         weights = [(n, t.to(self._engine_dtype) if self._engine_dtype and t.is_floating_point() else t)
                    for n, t in merged_state_dict(model).items()]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})

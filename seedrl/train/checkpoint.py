@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from seedrl.errors import SeedRLError
-from seedrl.models.loading import safetensors_problem
+from seedrl.models.loading import refused_global, safetensors_problem
 from seedrl.train import fsdp
 
 log = logging.getLogger(__name__)
@@ -445,9 +445,7 @@ def _read(ckpt: Path, lora: bool) -> tuple[dict[str, torch.Tensor], dict[str, An
             with torch.serialization.safe_globals(_numpy_globals()):
                 blob = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
-        found = re.search(r"unsupported (?:global: )?GLOBAL (\S+)", str(exc), re.IGNORECASE)
-        what = f"it references {found.group(1)}" if found else _first_line(exc)
-        raise CheckpointDamaged(f"{path} holds more than tensors and plain data ({what}); refused, since "
+        raise CheckpointDamaged(f"{path} holds more than tensors and plain data ({refused_global(exc)}); refused, since "
                                 f"unpickling it could run code") from None
     except (RuntimeError, EOFError, OSError, ValueError, AttributeError, TypeError) as exc:
         raise CheckpointDamaged(f"{path} cannot be read ({_first_line(exc)})") from None

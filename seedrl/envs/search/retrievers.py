@@ -152,8 +152,6 @@ def load_corpus_jsonl(path: str | Path) -> list[tuple[str, str]]:
             else:
                 raise SeedRLError(f"{path}:{n}: a corpus line needs 'contents' (or 'title' and 'text')")
             docs.append((str(row.get("id", len(docs))), contents))
-    if not docs:
-        raise SeedRLError(f"search corpus {str(path)!r} holds no documents (Search-R1 JSONL, one per line)")
     return docs
 
 
