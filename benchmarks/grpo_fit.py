@@ -34,32 +34,26 @@ from pathlib import Path
 from typing import Any
 
 
-def _checked(panel, stored_hash: str | None, what: str):
-    """``panel``, if it is the one the cell recorded: a changed env or option must fail here, not silently
-    pair one task's outcome with another task."""
-    if stored_hash is not None and not panel.matches(stored_hash):
-        raise SystemExit(f"the {what} panel rebuilt from the cell's config has hash {panel.hash}, the cell "
-                         f"recorded {stored_hash}: the env or its options changed since the run")
-    return panel
-
-
 def train_task_ids(config: dict[str, Any], stored_hash: str | None = None) -> set[str]:
-    """The task ids of a run's train panel, rebuilt from its config as the trainer builds it."""
-    from seedrl.envs.panels import build_panel
+    from seedrl.experiments.heldout import train_task_ids as ids
 
-    e = config["env"]
-    panel = build_panel(e["name"], e.get("train_split", "train"), e.get("train_size"), **e["kwargs"])
-    return set(_checked(panel, stored_hash, "train").task_ids)
+    return _exit_on_error(ids, config, stored_hash)
 
 
 def eval_task_ids(config: dict[str, Any], split: str, stored_hash: str | None = None) -> list[str]:
-    """The task ids of one evaluated panel (the trainer's ``subset(eval.num_tasks)``), in the order of a
-    cell's ``won`` strings."""
-    from seedrl.envs.panels import build_panel
+    from seedrl.experiments.heldout import eval_task_ids as ids
 
-    e = config["env"]
-    panel = build_panel(e["name"], split, None, **e["kwargs"]).subset(config["eval"]["num_tasks"])
-    return list(_checked(panel, stored_hash, split).task_ids)
+    return _exit_on_error(ids, config, split, stored_hash)
+
+
+def _exit_on_error(fn, *args):
+    """A panel that no longer matches its recorded hash ends the script with the one-line reason."""
+    from seedrl.errors import SeedRLError
+
+    try:
+        return fn(*args)
+    except SeedRLError as e:
+        raise SystemExit(str(e)) from None
 
 
 def split_wins(won: str, task_ids: list[str], trained: set[str]) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -103,17 +97,11 @@ def metrics_rows(folder: Path, cell: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def subset(won: str, task_ids: list[str], keep: set[str], inside: bool) -> str:
-    """The outcomes of ``won`` on the tasks in ``keep`` (``inside``) or on the others, in panel order."""
-    if len(won) != len(task_ids):
-        raise ValueError(f"{len(won)} outcomes for a panel of {len(task_ids)} tasks")
-    return "".join(w for w, t in zip(won, task_ids) if (t in keep) == inside)
-
-
 def change_report(cells: list[dict[str, Any]]) -> list[str]:
     """Per method and panel: final - iteration-0 greedy success on the trained tasks and on the others,
     paired on seeds and tasks (:func:`seedrl.experiments.stats.paired_task_bootstrap`). The others are
     tasks the run never trained on: the held-out reading of a fit check."""
+    from seedrl.experiments.heldout import subset
     from seedrl.experiments.stats import paired_task_bootstrap
 
     by_algo: dict[str, list[dict[str, Any]]] = {}

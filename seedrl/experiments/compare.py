@@ -439,6 +439,7 @@ def load_cells(out: Path) -> list[dict[str, Any]]:
 def run_compare(spec: CompareSpec, echo: Callable[[str], None] = print, report_only: bool = False) -> dict[str, Any]:
     """Run every (method, seed) cell not yet done, seed-major (so every seed's iteration-0 eval is
     measured once, by its first method), then render the report from all cells under ``out``."""
+    from seedrl.experiments.heldout import HELDOUT_SUFFIX
     from seedrl.experiments.report import write_report
 
     if not report_only:
@@ -450,9 +451,10 @@ def run_compare(spec: CompareSpec, echo: Callable[[str], None] = print, report_o
         bad = [s for s in spec.splits if s not in valid]
         if bad:
             raise SeedRLError(f"env {cfg0.env.name} has no split {bad[0]!r}; splits: {', '.join(valid)}")
-        if spec.efficiency_split is not None and spec.efficiency_split not in spec.splits:
+        if spec.efficiency_split is not None and spec.efficiency_split.removesuffix(HELDOUT_SUFFIX) not in spec.splits:
             raise SeedRLError(f"--efficiency-split {spec.efficiency_split!r} is not an evaluated panel; panels: "
-                              f"{', '.join(spec.splits)}")
+                              f"{', '.join(spec.splits)} (or <panel>{HELDOUT_SUFFIX}, its tasks outside the train "
+                              f"panel, where the runs train on part of it)")
         if spec.eval_every <= 0:
             raise SeedRLError(f"--eval-every must be a positive number of iterations, got {spec.eval_every}")
         total = len(spec.algos) * len(spec.seeds)

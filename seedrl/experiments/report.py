@@ -102,7 +102,12 @@ def _paired_note(s: dict[str, Any]) -> str:
 def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
               efficiency_split: str | None = None) -> dict[str, Any]:
     """Everything the report shows, from the cell JSONs of one comparison. ``efficiency_split``: the panel
-    of the sample-efficiency table (default valid_unseen, else the last panel)."""
+    of the sample-efficiency table (default valid_unseen, else the last panel). Where the runs trained on
+    part of an evaluated panel, its held-out part is read as one more panel, ``<split>_heldout``
+    (:func:`seedrl.experiments.heldout.with_heldout_panels`)."""
+    from seedrl.experiments.heldout import with_heldout_panels
+
+    cells, derived = with_heldout_panels(cells)
     methods = _distinct(c["algo"] for c in sorted(cells, key=lambda c: (c["algo"] != baseline, c["algo"])))
     by = {m: sorted((c for c in cells if c["algo"] == m), key=lambda c: c["seed"]) for m in methods}
     splits = list(cells[0]["splits"])
@@ -121,7 +126,8 @@ def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
         "shared_config_hashes": _distinct(c["shared_config_hash"] for c in cells if c.get("method", c["algo"]) == c["algo"]),
         "variant_config_hashes": {c["algo"]: c["shared_config_hash"] for c in cells
                                   if c.get("method", c["algo"]) != c["algo"]},
-        "panel_hashes": {k: _distinct(c["panel_hashes"][k] for c in cells) for k in ["train", *splits]},
+        "panel_hashes": {k: _distinct(c["panel_hashes"][k] for c in cells) for k in ["train", *splits]
+                         if k in cells[0]["panel_hashes"]},
         "machines": _distinct(c.get("machine", {}) for c in cells),
         "seeds": {m: [c["seed"] for c in by[m]] for m in methods},
         "env": _distinct(c["env"] for c in cells), "model": _distinct(c["model"] for c in cells),
@@ -131,6 +137,7 @@ def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
         "eval_every": _distinct(c["eval_every"] for c in cells),
         # cells renamed after they ran (a method name came to mean another method): {new: old}
         "relabelled": {c["algo"]: c["relabelled_from"] for c in cells if c.get("relabelled_from")},
+        "derived_panels": derived,
     }
     per_seed = {kind: {m: {sp: {c["seed"]: (c["final"][sp] if kind == "final" else c["best"]["success"][sp])
                                 for c in by[m]} for sp in splits} for m in methods}
@@ -319,6 +326,7 @@ def render_markdown(s: dict[str, Any], notes: str | None = None) -> str:
           "- config hashes: " + "; ".join(f"{m}: " + ", ".join(f"seed {k} {v}" for k, v in d.items())
                                          for m, d in h["config_hashes"].items()),
           "- panel hashes: " + "; ".join(f"{k} {', '.join(v)}" for k, v in h["panel_hashes"].items()),
+          *(f"- panel {k}: {v}" for k, v in h.get("derived_panels", {}).items()),
           "- machine: " + "; ".join(f"{mm.get('platform', '?')}, {mm.get('cpu_count', '?')} CPUs"
                                     + (f" ({mm['cpu_bf16']})" if mm.get("cpu_bf16") else "")
                                     + (f", {mm['gpu']}" if mm.get("gpu") else "") for mm in h["machines"]),
