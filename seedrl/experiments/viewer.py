@@ -153,6 +153,8 @@ background:#f7f7f7;padding:4px;max-height:220px;overflow:auto;margin:2px 0}
 JS = r"""
 (function(){
 const DATA = JSON.parse(document.getElementById('viewer-data').textContent);
+// steps are numbered as the run's analysis prompt numbered them, so the analyzer's summary agrees
+const STEP_BASE = DATA.step_base || 0;
 const el = (tag, cls, text) => { const n = document.createElement(tag); if (cls) n.className = cls;
   if (text !== undefined && text !== null) n.textContent = String(text); return n; };
 const fmt = v => (v === null || v === undefined) ? '-' : (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(3));
@@ -189,7 +191,7 @@ function renderTraj(it, t) {
   for (const s of t.steps) {
     const st = el('div', 'step');
     const sh = el('div');
-    sh.append(el('b', null, 'step ' + s.step + ' '), el('span', 'badge', 'action ' + (s.action === null ? '(none)' : s.action)),
+    sh.append(el('b', null, 'step ' + (s.step + STEP_BASE) + ' '), el('span', 'badge', 'action ' + (s.action === null ? '(none)' : s.action)),
               el('span', 'badge', s.action_valid ? 'valid' : 'invalid'),
               el('span', 'badge', s.format_valid ? 'format ok' : 'format broken'),
               el('span', 'badge', 'reward ' + s.reward), el('span', 'badge', 'adv ' + fmt(s.advantage)));
@@ -206,7 +208,7 @@ function renderTraj(it, t) {
     side.append(el('b', null, 'skill'), el('div', 'skill', t.skill));
     if (t.summary) side.append(el('div', 'muted', 'summary: ' + t.summary));
     if (t.step_skills) for (const [k, v] of Object.entries(t.step_skills))
-      side.append(el('div', 'muted', 'step ' + k + ': ' + v));
+      side.append(el('div', 'muted', 'step ' + (Number(k) + STEP_BASE) + ': ' + v));
   } else if (t.parse === 'error') {
     side.append(el('b', null, 'no skill: ' + (t.analysis_error || 'parse error')));
     side.append(el('div', 'err', t.raw || '(empty answer)'));
@@ -360,6 +362,15 @@ def _lessons_section(run_dir: Path) -> str:
             '</th><th>candidate</th></tr>' + "".join(rows) + "</table>")
 
 
+def step_base(cfg: dict[str, Any]) -> int:
+    """The first step number of the run's analysis prompt (:data:`seedrl.skills.prompts.STEP_BASE`): a
+    saved config without ``skills.analysis_prompt`` is from before the key and ran the legacy prompt."""
+    from seedrl.skills.prompts import STEP_BASE
+
+    skills = cfg.get("skills") or {}
+    return STEP_BASE.get(skills.get("analysis_prompt", "legacy" if skills else "seed"), 0)
+
+
 def render_run(run_dir: Path, max_iterations: int = MAX_TRACE_ITERATIONS) -> str:
     run_dir = Path(run_dir)
     metrics = _read_jsonl(run_dir / "metrics.jsonl")
@@ -399,8 +410,9 @@ def render_run(run_dir: Path, max_iterations: int = MAX_TRACE_ITERATIONS) -> str
             traces.append(json.loads(p.read_text(errors="replace")))
         except ValueError:
             log.warning("%s is not JSON; skipped", p)
+    base = step_base(cfg)
     note = (f"{len(traces)} of {len(files)} traced iterations shown" if len(files) > len(traces)
-            else f"{len(traces)} traced iterations")
+            else f"{len(traces)} traced iterations") + f"; steps numbered from {base}, as the analysis prompt numbers them"
     if not files:
         note = "no traces in this run (log.trace_trajectories = 0, or a run from before traces)"
     parts.append(f'<h2 id="trajectories">Trajectories</h2><p class="muted">{e(note)}</p>' + LEGEND
@@ -408,7 +420,7 @@ def render_run(run_dir: Path, max_iterations: int = MAX_TRACE_ITERATIONS) -> str
     nav = ('<p class="muted"><a href="#metrics">metrics</a> · <a href="#trajectories">trajectories</a>'
            + (' · <a href="#lessons-h">lessons</a>' if lessons else "") + "</p>")
     parts.insert(1, nav)
-    return page(f"seedrl run: {run_dir.name}", "".join(parts), {"traces": traces})
+    return page(f"seedrl run: {run_dir.name}", "".join(parts), {"traces": traces, "step_base": base})
 
 
 # ------------------------------------------------------------------ comparison folder

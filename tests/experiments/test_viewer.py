@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from seedrl.cli import app
@@ -273,3 +274,28 @@ def test_token_colour_scale_matches_the_pages_script_and_charts_keep_tails_apart
     charted = [k for _, keys in viewer.RUN_CHARTS for k in keys]
     assert "teacher/delta_p01" not in charted and "teacher/delta_p99" not in charted
     assert all(len(keys) <= 6 for _, keys in viewer.RUN_CHARTS)  # legends stay readable
+
+
+@pytest.mark.slow
+def test_steps_are_numbered_as_the_runs_analysis_prompt_numbers_them(seed_run, tmp_path):
+    """The viewer's step labels and step-skill keys follow the analysis prompt (0-based for SEED's
+    prompt, 1-based for the legacy one), so the analyzer's summary ("at step 3 ...") points at the step
+    the page labels 3."""
+    from seedrl.experiments.viewer import step_base
+
+    assert step_base({"skills": {"analysis_prompt": "seed"}}) == 0
+    assert step_base({"skills": {"analysis_prompt": "legacy"}}) == 1
+    assert step_base({"skills": {"analyzer": "self"}}) == 1  # saved before the key existed: the legacy prompt
+    run = tmp_path / "run"
+    shutil.copytree(seed_run["run"], run)
+    for prompt, first in (("seed", 0), ("legacy", 1)):
+        cfg = yaml.safe_load((run / "config.yaml").read_text())
+        cfg["skills"]["analysis_prompt"] = prompt
+        (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+        page = write_view(run)
+        assert _page_data(page.read_text())["step_base"] == first
+        dom = dump_dom(page, "#iter=all")
+        labels = [int(x) for x in re.findall(r"<b>step (\d+) </b>", dom)]
+        traces = _page_data(page.read_text())["traces"]
+        assert labels == [s["step"] + first for t in traces for x in t["trajectories"] for s in x["steps"]]
+        assert f"steps numbered from {first}" in dom
