@@ -29,18 +29,26 @@ Executors (``rollout.executor``, :data:`EXECUTORS`):
 - ``process``: a pool of ``min(env.workers, episodes)`` worker processes (``spawn`` start method,
   safe with torch loaded: nothing is forked). Each worker holds the envs of its episodes (round-robin:
   episode i on worker ``i % workers``, see :func:`assign`) for the whole rollout and runs their calls
-  one after another, the workers in parallel. A worker whose calls are still running at the deadline
-  is killed (with its process group, so an engine it started goes too) and reaped; one that dies is
-  reaped; either way ALL the episodes it holds are lost (each gets the timeout or death as its error,
-  including a finished one's final ``privileged_state``), and it is not used again: the next rollout
-  starts a fresh one. With ``workers >= episodes`` every episode has a worker of its own. Needs a
-  picklable env factory, e.g. :class:`EnvFactory`. Each worker pays an interpreter start and the env's
-  imports; with ``keep_warm`` (:func:`make_executor`) the healthy workers serve the next rollout too
-  (their envs closed and made anew), until ``shutdown()``. A worker exits by itself if its parent dies.
+  one after another, the workers in parallel, and sends each result as soon as it has it. A worker
+  whose calls are still running at the deadline is killed (with its process group, so an engine it
+  started goes too) and reaped; one that dies is reaped. Either way only the episode whose call it was
+  in is lost (the timeout or death is its error), as on threads: a new worker takes its place, makes
+  the envs of its other episodes again and replays their ``env_reset`` and ``env_step`` calls, which
+  must return what they returned the first time (an episode whose replay differs, e.g. a
+  nondeterministic env, or whose env raised before, is lost too, with that as its error), then runs the
+  calls of the batch the lost worker had not started, by a deadline pushed back by the restart's time
+  (and for as long as the batch had: so each further hung env on one worker adds a timeout to the
+  turn, where threads wait for all of them at once). A worker that dies with no call running is replaced once; if its
+  successor does so too, all its episodes are lost. ``restarts`` counts the replacements. With
+  ``workers >= episodes`` every episode has a worker of its own (nothing to replay). Needs a picklable
+  env factory, e.g. :class:`EnvFactory`. Each worker pays an interpreter start and the env's imports;
+  with ``keep_warm`` (:func:`make_executor`) the healthy workers serve the next rollout too (their envs
+  closed and made anew), until ``shutdown()``. A worker exits by itself if its parent dies.
 - ``ray``: the same pool as Ray actors (``env.ray_address``: a cluster to join, ``"auto"`` for the one
   this machine belongs to; unset: a local Ray instance is started, and stopped again at ``shutdown``).
   Calls are waited for with ``ray.wait`` under the turn's deadline; a hung actor is ``ray.kill``-ed,
-  a dead one (``ActorDiedError``) ends only its episodes. Needs ``pip install 'seedrl[ray]'``.
+  a dead one (``ActorDiedError``) ends only its episodes, ALL of them (an actor answers a batch at once,
+  so which call it was in is unknown: nothing is replayed). Needs ``pip install 'seedrl[ray]'``.
 
 Nothing an executor starts outlives its ``close`` (without ``keep_warm``) or ``shutdown``, and an
 interpreter that exits with a pool still up ends it (``atexit``).
@@ -60,7 +68,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass, field
@@ -357,47 +365,25 @@ def assign(n: int, k: int) -> list[list[int]]:
     return [list(range(w, n, k)) for w in range(k)]
 
 
+#: the calls that change an env's state: a pool records them, with what they returned, to make the envs
+#: of a worker that died or hung again in the worker that replaces it (the other calls only read)
+REPLAYED = (env_reset, env_step)
+
+
 class _EnvHost:
     """The envs of one worker's episodes, in a worker process or a Ray actor: made, called (one after
-    another, in episode order) and closed there. Every reply is plain picklable data."""
+    another, in episode order) and closed there. Every reply is plain picklable data. A process worker
+    sends each episode's result as soon as it has it (:data:`_STREAMED`), so when it dies or hangs its
+    parent knows which call it was in."""
 
     def __init__(self) -> None:
         self.envs: dict[int, Env] = {}
 
     def make(self, factory: Any, indices: list[int]) -> dict[int, tuple[bool, Any]]:
-        self.envs = {}
-        try:
-            if isinstance(factory, bytes):
-                factory = pickle.loads(factory)
-        except BaseException as exc:  # noqa: BLE001 -- e.g. the factory's module is not importable here
-            return {i: (False, _describe(exc)) for i in indices}
-        out: dict[int, tuple[bool, Any]] = {}
-        for i in indices:
-            try:
-                self.envs[i] = factory()
-                out[i] = (True, None)
-            except BaseException as exc:  # noqa: BLE001
-                out[i] = (False, _describe(exc))
-        return out
+        return dict(_make_each(self, factory, indices))
 
     def call(self, calls: Mapping[int, Call]) -> dict[int, tuple[bool, Any]]:
-        out: dict[int, tuple[bool, Any]] = {}
-        for i, (fn, args) in calls.items():
-            env = self.envs.get(i)
-            if env is None:
-                out[i] = (False, f"SeedRLError: episode {i} has no env in this worker")
-                continue
-            try:
-                value = fn(env, *args)
-            except BaseException as exc:  # noqa: BLE001 -- reported to the rollout, never lost
-                out[i] = (False, _describe(exc))
-                continue
-            try:
-                pickle.dumps(value)
-                out[i] = (True, value)
-            except Exception as exc:  # an unpicklable result: the call failed, the worker goes on
-                out[i] = (False, f"unpicklable result of {getattr(fn, '__name__', fn)}: {_describe(exc)}")
-        return out
+        return dict(_call_each(self, calls))
 
     def close(self) -> None:
         envs, self.envs = self.envs, {}
@@ -406,6 +392,78 @@ class _EnvHost:
                 env.close()
             except Exception as exc:
                 log.debug("env close raised %s", _describe(exc))
+
+
+def _unpickled(factory: Any) -> Any:
+    return pickle.loads(factory) if isinstance(factory, bytes) else factory
+
+
+def _make_each(host: _EnvHost, factory: Any, indices: list[int]) -> Iterator[tuple[int, tuple[bool, Any]]]:
+    """Make the envs of ``indices`` (beside those the worker holds: a warm worker's envs of an earlier
+    rollout are closed and dropped by then, a replacement's replayed ones stay)."""
+    try:
+        factory = _unpickled(factory)
+    except BaseException as exc:  # noqa: BLE001 -- e.g. the factory's module is not importable here
+        for i in indices:
+            yield i, (False, _describe(exc))
+        return
+    for i in indices:
+        try:
+            host.envs[i] = factory()
+            result: tuple[bool, Any] = (True, None)
+        except BaseException as exc:  # noqa: BLE001
+            result = (False, _describe(exc))
+        yield i, result
+
+
+def _call_each(host: _EnvHost, calls: Mapping[int, Call]) -> Iterator[tuple[int, tuple[bool, Any]]]:
+    for i, (fn, args) in calls.items():
+        env = host.envs.get(i)
+        if env is None:
+            yield i, (False, f"SeedRLError: episode {i} has no env in this worker")
+            continue
+        try:
+            value = fn(env, *args)
+        except BaseException as exc:  # noqa: BLE001 -- reported to the rollout, never lost
+            yield i, (False, _describe(exc))
+            continue
+        try:
+            pickle.dumps(value)
+        except Exception as exc:  # an unpicklable result: the call failed, the worker goes on
+            yield i, (False, f"unpicklable result of {getattr(fn, '__name__', fn)}: {_describe(exc)}")
+            continue
+        yield i, (True, value)
+
+
+def _restore_each(host: _EnvHost, factory: Any, tapes: Mapping[int, list[tuple[Callable, tuple, Any]]]
+                  ) -> Iterator[tuple[int, tuple[bool, Any]]]:
+    """Make each episode's env again and replay its recorded calls (:data:`REPLAYED`), each of which must
+    return what it returned the first time: ``(True, None)``, or ``(False, why not)``."""
+    try:
+        factory = _unpickled(factory)
+    except BaseException as exc:  # noqa: BLE001
+        for i in tapes:
+            yield i, (False, _describe(exc))
+        return
+    for i, tape in tapes.items():
+        try:
+            env = host.envs[i] = factory()
+            for k, (fn, args, want) in enumerate(tape):
+                got = fn(env, *args)
+                if got != want:
+                    raise SeedRLError(f"replaying call {k + 1} of {len(tape)} ({fn.__name__}) did not give what "
+                                      f"it gave the first time (a nondeterministic env?)")
+        except BaseException as exc:  # noqa: BLE001
+            yield i, (False, _describe(exc))
+            continue
+        yield i, (True, None)
+
+
+#: the messages a process worker answers one episode at a time (``("one", i, (ok, value))`` each, then
+#: ``("end", None)``); any other is answered at once (``("end", value)``). Each answer starts with
+#: ``("took",)``: the worker has the message (one that dies before it died between calls)
+_STREAMED: dict[str, Callable[..., Iterator[tuple[int, tuple[bool, Any]]]]] = {
+    "make": _make_each, "call": _call_each, "restore": _restore_each}
 
 
 def _watch_parent(parent: int) -> None:
@@ -439,7 +497,13 @@ def _process_main(conn, parent: int) -> None:
             host.close()
             return
         op, *args = msg
-        conn.send(getattr(host, op)(*args))
+        conn.send(("took",))  # from here on, a death is the death of one of this message's calls
+        if op in _STREAMED:
+            for i, result in _STREAMED[op](host, *args):
+                conn.send(("one", i, result))
+            conn.send(("end", None))
+        else:
+            conn.send(("end", getattr(host, op)(*args)))
 
 
 @dataclass(eq=False)
@@ -449,6 +513,32 @@ class _Worker:
     handle: Any  # _Proc for a process, an actor handle for Ray
     episodes: list[int] = field(default_factory=list)
     lost: str | None = None  # why it was given up (killed, dead): never used again
+    unexplained: int = 0  # deaths in a row in its place with no call running (see _Pool._blame)
+
+
+@dataclass
+class _Reply:
+    """A worker's answer to one message: the results it sent (episode -> ``(ok, value)``), whether it
+    finished (``value``: its answer to a message not answered one episode at a time), or what happened to
+    it instead (``fault``; ``delivered``: it said it took the message, so a fault after that is the
+    fault of the first episode without a result)."""
+
+    done: dict[int, tuple[bool, Any]] = field(default_factory=dict)
+    finished: bool = False
+    value: Any = None
+    fault: Outcome | None = None
+    delivered: bool = False
+
+
+@dataclass
+class _Tape:
+    """What a pool needs to make an episode's env again in a new worker: whether the factory made it,
+    and its :data:`REPLAYED` calls with what they returned (``broken``: one raised, so its state cannot
+    be made again)."""
+
+    made: bool = False
+    calls: list[tuple[Callable, tuple, Any]] = field(default_factory=list)
+    broken: str | None = None
 
 
 @dataclass
@@ -485,29 +575,34 @@ def _kill_leftovers() -> None:  # an interpreter that exits mid-rollout, or with
             log.debug("executor shutdown at exit raised %s", _describe(exc))
 
 
-#: a worker's whole reply to one message, or what happened to it instead (applies to all its episodes)
-Reply = dict[int, tuple[bool, Any]] | Outcome
-
-
 class _Pool:
     """What the process and Ray executors share: ``min(workers, episodes)`` workers per rollout, each
-    holding its episodes' envs (:func:`assign`); one message per worker per batch of calls; a worker that
-    times out or dies is given up with all its episodes. With ``keep_warm`` the healthy workers outlive
-    :meth:`close` (their envs are closed) and serve the next rollout; :meth:`shutdown` ends them."""
+    holding its episodes' envs (:func:`assign`); one message per worker per batch of calls. A worker that
+    times out or dies is given up. With ``restartable`` (process) only the episode whose call it was in
+    ends: a new worker takes its place, makes the envs of its other episodes again and replays their
+    calls (:class:`_Tape`), then runs the calls of the batch it had not started; without (Ray) all its
+    episodes end. With ``keep_warm`` the healthy workers outlive :meth:`close` (their envs are closed) and
+    serve the next rollout; :meth:`shutdown` ends them. ``restarts`` counts the workers started in place
+    of one that died or hung (over the pool's life)."""
 
     spawn_timeout_s: float = 60.0
+    restartable: bool = False
 
     def __init__(self, workers: int, keep_warm: bool) -> None:
         self.workers = max(1, workers)
         self.keep_warm = keep_warm
+        self.restarts = 0
         self._idle: list[_Worker] = []  # warm workers holding no envs
         self._active: list[_Worker] = []  # this rollout's workers
         self._owner: dict[int, _Worker] = {}  # episode index -> its worker
+        self._tapes: dict[int, _Tape] = {}  # episode index -> how to make its env again
+        self._lost: dict[int, str] = {}  # episode index -> why its env is gone (a later call answers ``lost``)
+        self._moved: dict[float, float] = {}  # a caller's deadline -> itself plus the time restarts took
 
     # subclasses: start a worker, send it one message and collect replies, give one up
     def _start(self) -> _Worker: ...
 
-    def _exchange(self, msgs: dict[_Worker, tuple], deadline: float) -> dict[_Worker, Reply]: ...
+    def _exchange(self, msgs: dict[_Worker, tuple], deadline: float) -> dict[_Worker, _Reply]: ...
 
     def _give_up(self, w: _Worker, why: str) -> None: ...
 
@@ -523,48 +618,196 @@ class _Pool:
             self._idle.append(self._start())
             fresh += 1
         self._active, self._idle = self._idle[:k], self._idle[k:]
-        self._owner = {}
+        self._owner, self._tapes, self._lost, self._moved = {}, {i: _Tape() for i in range(n)}, {}, {}
         for w, episodes in zip(self._active, assign(n, k)):
             w.episodes = episodes
             self._owner |= dict.fromkeys(episodes, w)
-        factory = self._factory_message()
-        replies = self._exchange({w: ("make", factory, w.episodes) for w in self._active},
-                                 deadline + (self.spawn_timeout_s if fresh else 0.0))
-        out = self._spread({w: w.episodes for w in self._active}, replies)
+        out, _ = self._dispatch("make", {w: dict.fromkeys(w.episodes) for w in self._active},
+                                deadline + (self.spawn_timeout_s if fresh else 0.0))
         return [out[i] for i in range(n)]
 
     def run(self, calls: Mapping[int, Call], deadline: float) -> dict[int, Outcome]:
+        # a deadline that a worker's restart pushed back stays pushed back for the calls that come with
+        # it (the rollout reads and steps a turn by one deadline)
+        given, deadline = deadline, self._moved.get(deadline, deadline)
         out: dict[int, Outcome] = {}
-        batches: dict[_Worker, dict[int, Call]] = {}
+        batches: dict[_Worker, dict[int, Any]] = {}
         for i, call in calls.items():
             w = self._owner.get(i)
-            if w is None or w.lost is not None:
-                out[i] = Outcome("lost", error=f"its env worker was lost earlier ({w.lost})" if w is not None
-                                 else "no env")
+            if i in self._lost or w is None:
+                out[i] = Outcome("lost", error=self._lost.get(i, "no env"))
             else:
                 batches.setdefault(w, {})[i] = call
-        replies = self._exchange({w: ("call", batch) for w, batch in batches.items()}, deadline)
-        out |= self._spread({w: list(batch) for w, batch in batches.items()}, replies)
+        done, moved = self._dispatch("call", batches, deadline)
+        if moved != deadline:
+            self._moved = {given: moved}
+        out |= done
         return {i: out[i] for i in calls}
 
-    @staticmethod
-    def _spread(asked: dict[_Worker, list[int]], replies: dict[_Worker, Reply]) -> dict[int, Outcome]:
+    def _dispatch(self, op: str, batches: dict[_Worker, dict[int, Any]], deadline: float
+                  ) -> tuple[dict[int, Outcome], float]:
+        """Run ``op`` (``make``: items are None; ``call``: items are the calls) on each worker's episodes,
+        in order. A worker that dies or hangs costs the episode whose item it was running (the first
+        without a result: the culprit) and is replaced (:meth:`_replace`); the items it had not started
+        then run on the new worker, by a deadline pushed back by the time the restart took (and at least
+        the batch's time budget from then on; with no budget at all they time out as well). One outcome
+        per item, and the deadline as it ended up."""
         out: dict[int, Outcome] = {}
-        for w, indices in asked.items():
-            reply = replies[w]
-            for i in indices:
-                if isinstance(reply, Outcome):
-                    out[i] = reply
+        budget = _remaining(deadline)
+        factory = self._factory_message() if op == "make" else None
+        while batches:
+            replies = self._exchange({w: ("make", factory, list(items)) if op == "make" else ("call", items)
+                                      for w, items in batches.items()}, deadline)
+            broken: dict[_Worker, dict[int, Any]] = {}  # a given-up worker -> the items it did not start
+            for w, items in batches.items():
+                r = replies[w]
+                for i, result in r.done.items():
+                    out[i] = self._record(op, i, items[i], result)
+                if r.fault is None:
+                    w.unexplained = 0
+                    continue
+                rest = {i: item for i, item in items.items() if i not in r.done}
+                culprit = next(iter(rest), None) if r.delivered else None
+                if w.lost is None or not self.restartable or not self._blame(w, culprit):
+                    # it lives on (these calls failed), or it is gone with all its episodes
+                    for i in rest:
+                        out[i] = r.fault
+                    if w.lost is not None:
+                        self._drop(w, w.lost)
+                    continue
+                if culprit is not None:
+                    out[culprit] = r.fault
+                    del rest[culprit]
+                if budget <= 0:  # the batch came with no time left: the calls it did not start time out
+                    for i in rest:
+                        out[i] = Outcome("timeout", error="timed out")
+                        self._lose(i, "its call timed out earlier")
+                    rest = {}
+                broken[w] = rest
+            if not broken:
+                break
+            t0 = time.monotonic()
+            self._replace({w: set(rest) for w, rest in broken.items()}, budget)
+            batches = {}
+            for rest in broken.values():
+                for i, item in rest.items():
+                    if i in self._lost:
+                        out[i] = Outcome("lost", error=self._lost[i])
+                    else:
+                        batches.setdefault(self._owner[i], {})[i] = item
+            now = time.monotonic()
+            deadline = max(deadline + now - t0, now + budget)
+        return out, deadline
+
+    def _record(self, op: str, i: int, item: Any, result: tuple[bool, Any]) -> Outcome:
+        """The outcome of one result, written on the episode's tape."""
+        ok, value = result
+        tape = self._tapes[i]
+        if op == "make":
+            tape.made = ok
+        elif item[0] in REPLAYED:
+            fn, args = item
+            if fn is env_reset:  # a new episode: what came before no longer matters
+                tape.calls, tape.broken = [], None
+            if ok:
+                tape.calls.append((fn, args, value))
+            else:
+                tape.broken = f"{fn.__name__} raised {value}"
+        return Outcome(value=value) if ok else Outcome("raised", error=value)
+
+    def _blame(self, w: _Worker, culprit: int | None) -> bool:
+        """Charge the loss of worker ``w`` to the episode whose item it was running (``culprit``); with none
+        (it died between calls, or before it took the message) its place gets one more chance in a row:
+        False once that is spent (then all its episodes are lost)."""
+        if culprit is None:
+            w.unexplained += 1
+            return w.unexplained <= 1
+        w.unexplained = 0
+        self._lose(culprit, f"its env worker was lost earlier ({w.lost})")
+        return True
+
+    def _lose(self, i: int, why: str) -> None:
+        self._lost.setdefault(i, why)
+
+    def _drop(self, w: _Worker, why: str) -> None:
+        """A worker given up for good: every episode it holds is lost."""
+        for i in w.episodes:
+            self._lose(i, f"its env worker was lost earlier ({why})")
+
+    def _restorable(self, w: _Worker) -> dict[int, list[tuple[Callable, tuple, Any]]]:
+        """The tapes of the envs ``w``'s episodes need made again (an episode whose tape is broken is
+        lost: its env cannot be made again)."""
+        tapes = {}
+        for i in w.episodes:
+            tape = self._tapes[i]
+            if i in self._lost or not tape.made:
+                continue
+            if tape.broken is not None:
+                self._lose(i, f"its env worker was lost and its env cannot be made again ({tape.broken})")
+            else:
+                tapes[i] = tape.calls
+        return tapes
+
+    def _replace(self, broken: dict[_Worker, set[int]], budget: float) -> None:
+        """Start a worker in the place of each given-up one that still holds a live episode (``broken``:
+        with the episodes whose items it did not start) and make their envs again: each env is made anew
+        and its recorded calls replayed, which must give what they gave the first time; an episode whose
+        env cannot be made again so is lost. A new worker that dies or hangs while it does this costs
+        the episode it was at and is replaced in turn."""
+        todo = list(broken)
+        while todo:
+            fresh: dict[_Worker, dict[int, list]] = {}
+            for old in todo:
+                tapes = self._restorable(old)
+                if not tapes and not (broken.get(old, set()) - set(self._lost)):
+                    self._drop(old, old.lost or "lost")  # nothing left to play there
+                    continue
+                w = self._respawn(old)
+                if w is not None:
+                    fresh[w] = tapes
+                    broken[w] = broken.get(old, set())
+            todo = []
+            msgs = {w: ("restore", self._factory_message(), tapes) for w, tapes in fresh.items() if tapes}
+            if not msgs:
+                break
+            replies = self._exchange(msgs, time.monotonic() + self.spawn_timeout_s + budget)
+            for w, r in replies.items():
+                for i, (ok, why) in r.done.items():
+                    if not ok:
+                        self._lose(i, f"its env worker was lost and its env could not be made again: {why}")
+                        log.warning("episode %d lost: its env could not be made again in a new worker: %s", i, why)
+                if r.fault is None:
+                    continue
+                if w.lost is None:  # a reply that could not be moved: give the worker up all the same
+                    self._give_up(w, r.fault.error or "failed")
+                rest = [i for i in fresh[w] if i not in r.done]
+                if self._blame(w, rest[0] if rest and r.delivered else None):
+                    todo.append(w)
                 else:
-                    ok, value = reply[i]
-                    out[i] = Outcome(value=value) if ok else Outcome("raised", error=value)
-        return out
+                    self._drop(w, w.lost or "lost")
+
+    def _respawn(self, old: _Worker) -> _Worker | None:
+        """A new worker holding ``old``'s episodes, in its place (None, its episodes lost, if it cannot
+        be started)."""
+        try:
+            w = self._start()
+        except Exception as exc:  # noqa: BLE001 -- e.g. out of processes: the episodes end, the rollout goes on
+            self._drop(old, f"{old.lost}; no worker could be started in its place: {_describe(exc)}")
+            return None
+        w.episodes, w.unexplained = old.episodes, old.unexplained
+        self._active[self._active.index(old)] = w
+        self._owner |= dict.fromkeys(w.episodes, w)
+        self.restarts += 1
+        live = [i for i in w.episodes if i not in self._lost]
+        log.warning("env worker lost (%s); started another for its episodes %s (making their envs again and "
+                    "replaying their actions)", old.lost, live)
+        return w
 
     def close(self, deadline: float) -> None:
         live = [w for w in self._active if w.lost is None]
         self._exchange({w: ("close",) for w in live}, deadline)  # a close that hangs gets its worker killed
         self._idle += [w for w in live if w.lost is None]
-        self._active, self._owner = [], {}
+        self._active, self._owner, self._tapes = [], {}, {}
         if not self.keep_warm:
             self.shutdown(deadline)
 
@@ -591,6 +834,7 @@ class ProcessExecutor(_Pool):
                               f"seedrl.rollout.executors.EnvFactory(name, kwargs), not {factory!r} "
                               f"({_describe(exc)})") from None
         super().__init__(workers, keep_warm)
+        self.restartable = True
         self.factory = factory
         self.spawn_timeout_s = spawn_timeout_s
         self._ctx = multiprocessing.get_context(start_method)
@@ -608,38 +852,54 @@ class ProcessExecutor(_Pool):
         child_conn.close()
         return _Worker(_Proc(proc, parent_conn))
 
-    def _exchange(self, msgs: dict[_Worker, tuple], deadline: float) -> dict[_Worker, Reply]:
-        out: dict[_Worker, Reply] = {}
-        pending: dict[_Worker, _Proc] = {}
+    def _exchange(self, msgs: dict[_Worker, tuple], deadline: float) -> dict[_Worker, _Reply]:
+        out: dict[_Worker, _Reply] = {}
+        pending: dict[_Worker, _Reply] = {}
         for w, msg in msgs.items():
             try:
                 w.handle.conn.send(msg)
-                pending[w] = w.handle
-            except (OSError, ValueError) as exc:  # the pipe is gone: the worker died
-                out[w] = self._died(w, f"env worker died ({_describe(exc)})")
+                pending[w] = _Reply()
+            except (OSError, ValueError) as exc:  # the pipe is gone: the worker died before it
+                out[w] = _Reply(fault=self._died(w, f"env worker died ({_describe(exc)})"))
         while pending:
-            ready = wait_connections([p.conn for p in pending.values()] + [p.proc.sentinel for p in pending.values()],
+            ready = wait_connections([h for w in pending for h in (w.handle.conn, w.handle.proc.sentinel)],
                                      timeout=_remaining(deadline))
             if not ready:
                 break
-            for w, p in list(pending.items()):
-                if p.conn in ready or p.proc.sentinel in ready:
-                    del pending[w]
-                    out[w] = self._reply(w)
-        for w in pending:
-            self._give_up(w, "timed out")
-            out[w] = Outcome("timeout", error="timed out")
+            for w, r in list(pending.items()):
+                if w.handle.conn in ready or w.handle.proc.sentinel in ready:
+                    self._read(w, r)
+                    if r.finished or r.fault is not None:
+                        out[w] = pending.pop(w)
+        for w, r in pending.items():
+            self._read(w, r)  # what came in at the last moment
+            if not r.finished and r.fault is None:
+                self._give_up(w, "timed out")
+                r.fault = Outcome("timeout", error="timed out")
+            out[w] = r
         return out
 
-    def _reply(self, w: _Worker) -> Reply:
+    def _read(self, w: _Worker, r: _Reply) -> None:
+        """Take in what the worker has sent so far; one that has exited is given up once everything it
+        sent before is read (so its last result is never mistaken for the call it died in)."""
         p = w.handle
-        try:
-            if p.conn.poll():
-                return p.conn.recv()
-        except (EOFError, OSError):
-            pass
+        for _ in range(2):
+            try:
+                while p.conn.poll():
+                    kind, *rest = p.conn.recv()
+                    if kind == "took":
+                        r.delivered = True
+                    elif kind == "one":
+                        r.done[rest[0]] = rest[1]
+                    else:
+                        r.finished, r.value = True, rest[0]
+                        return
+            except (EOFError, OSError):  # its end of the pipe is closed: it is gone
+                break
+            if p.proc.exitcode is None:
+                return  # alive: more is coming
         p.proc.join(timeout=1)
-        return self._died(w, f"env worker died (exit code {p.proc.exitcode})")
+        r.fault = self._died(w, f"env worker died (exit code {p.proc.exitcode})")
 
     def _died(self, w: _Worker, why: str) -> Outcome:
         self._give_up(w, why)
@@ -715,28 +975,29 @@ class RayExecutor(_Pool):
         # CPU time, not a reservation); SPREAD places the actors across a cluster's nodes
         return _Worker(_RAY_HOST.options(num_cpus=self.actor_cpus, scheduling_strategy="SPREAD").remote())
 
-    def _exchange(self, msgs: dict[_Worker, tuple], deadline: float) -> dict[_Worker, Reply]:
+    def _exchange(self, msgs: dict[_Worker, tuple], deadline: float) -> dict[_Worker, _Reply]:
         ray = self._ray
         refs = {getattr(w.handle, op).remote(*args): w for w, (op, *args) in msgs.items()}
         if not refs:
             return {}
         ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=_remaining(deadline))
-        out: dict[_Worker, Reply] = {}
+        out: dict[_Worker, _Reply] = {}
         for ref in ready:
             w = refs[ref]
             try:
-                out[w] = ray.get(ref)
+                value = ray.get(ref)
+                out[w] = _Reply(done=value if isinstance(value, dict) else {}, finished=True, value=value)
             except ray.exceptions.RayActorError as exc:  # ActorDiedError: its process exited or was killed
                 why = f"env worker died ({type(exc).__name__})"
                 self._give_up(w, why)
-                out[w] = Outcome("died", error=why)
+                out[w] = _Reply(fault=Outcome("died", error=why))
             except Exception as exc:  # noqa: BLE001 -- e.g. a reply Ray could not move: the actor lives on
                 first = (str(exc).strip().splitlines() or [""])[0][:200]
-                out[w] = Outcome("raised", error=f"{type(exc).__name__}: {first}")
+                out[w] = _Reply(fault=Outcome("raised", error=f"{type(exc).__name__}: {first}"))
         for w in refs.values():
             if w not in out:
                 self._give_up(w, "timed out")
-                out[w] = Outcome("timeout", error="timed out")
+                out[w] = _Reply(fault=Outcome("timeout", error="timed out"))
         return out
 
     def _give_up(self, w: _Worker, why: str) -> None:

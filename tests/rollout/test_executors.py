@@ -19,7 +19,7 @@ import pytest
 from seedrl.envs.registry import make_env  # noqa: F401 -- registers the envs before EnvFactory is used
 from seedrl.rollout.executors import EnvFactory, RayExecutor, assign, make_executor
 from seedrl.rollout.runner import RolloutSettings, rollout
-from tests.rollout.toy_envs import FAULT_STEP, FakeBackend, ToyEnv
+from tests.rollout.toy_envs import FAULT_STEP, DiesMakingOnce, FakeBackend, ToyEnv
 
 MAX_STEPS = 4
 
@@ -108,21 +108,27 @@ def test_a_worker_that_hangs_or_dies_ends_only_the_episodes_it_holds(tiny_tokeni
     tasks = ["ok-0", "hang-1", "ok-2", "exit-3", "ok-4", "ok-5"]
     t0 = time.perf_counter()
     # every env writes its worker's pid into tmp_path
-    trajs = play(tiny_tokenizer, tasks, factory=functools.partial(ToyEnv, pids=str(tmp_path)), executor=executor,
-                 env_workers=3)
+    pool = make_executor(executor, functools.partial(ToyEnv, pids=str(tmp_path)), workers=3)
+    trajs = play(tiny_tokenizer, tasks, pool=pool, executor=executor, env_workers=3)
     wall = time.perf_counter() - t0
     pids = {int(p.name) for p in tmp_path.iterdir()}
     died, hung = trajs[3], trajs[1]
     assert "step timed out after 1s" in hung.error and len(hung.steps) == FAULT_STEP
     assert "env step failed: env worker died" in died.error and len(died.steps) == FAULT_STEP
-    # their neighbours on the same worker end with them: at the same turn with the same error, or (a turn
-    # that sent their env nothing, e.g. an unparsable answer) at their next call, naming what happened
     death = "env worker died (exit code 3)" if executor == "process" else "env worker died (ActorDiedError)"
-    for lost, cause, why in ((trajs[0], died, death), (trajs[4], hung, "timed out")):
-        assert lost.truncated and not lost.privileged_state and why in lost.error
-        assert (lost.error, len(lost.steps)) == (cause.error, FAULT_STEP) or (
-            lost.error == f"env read failed: its env worker was lost earlier ({why})"
-            and len(lost.steps) == FAULT_STEP + 1), (lost.error, len(lost.steps))
+    if executor == "process":
+        # a new worker takes the lost one's place and replays its other episodes: they play on
+        alone = play(tiny_tokenizer, ["ok-0", "ok-4"])
+        assert healthy_view([trajs[0], trajs[4]]) == healthy_view(alone)
+        assert pool.restarts == 2
+    else:
+        # Ray: their neighbours on the same worker end with them: at the same turn with the same error, or
+        # (a turn that sent their env nothing, e.g. an unparsable answer) at their next call
+        for lost, cause, why in ((trajs[0], died, death), (trajs[4], hung, "timed out")):
+            assert lost.truncated and not lost.privileged_state and why in lost.error
+            assert (lost.error, len(lost.steps)) == (cause.error, FAULT_STEP) or (
+                lost.error == f"env read failed: its env worker was lost earlier ({why})"
+                and len(lost.steps) == FAULT_STEP + 1), (lost.error, len(lost.steps))
     # the healthy worker's episodes play exactly as they do alone, on threads
     alone = play(tiny_tokenizer, ["ok-2", "ok-5"])
     assert all(t.error is None and t.privileged_state for t in alone)
@@ -130,13 +136,75 @@ def test_a_worker_that_hangs_or_dies_ends_only_the_episodes_it_holds(tiny_tokeni
     assert wall < 15, wall  # one timed-out turn (plus start-up), not a wait for HANG_S
     # nothing is left running: every worker that held an env is gone (killed or ended), none a zombie
     assert not multiprocessing.active_children()
-    assert len(pids) == 3 and os.getpid() not in pids
+    assert len(pids) == 3 + (pool.restarts if executor == "process" else 0) and os.getpid() not in pids
     deadline = time.monotonic() + 10  # ray.kill is asynchronous
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [pid for pid in pids if _alive(pid)]
     if executor == "ray":
         assert ray.is_initialized()  # an instance the executor did not start is left running
+
+
+@pytest.mark.faults
+@pytest.mark.parametrize("bad", ["exit", "hang"])
+def test_a_process_worker_that_dies_or_hangs_ends_only_the_episode_whose_call_it_was_in(tiny_tokenizer, bad):
+    # two workers: 0 holds (ok-0, ok-2, ok-4, ok-6), 1 holds (bad-1, ok-3, ok-5, bad-7); at the fault turn
+    # worker 1 is lost in bad-1's step with ok-3, ok-5 and bad-7 still to step, then in bad-7's
+    tasks = ["ok-0", f"{bad}-1", "ok-2", "ok-3", "ok-4", "ok-5", "ok-6", f"{bad}-7"]
+    pool = make_executor("process", ToyEnv, workers=2)
+    trajs = play(tiny_tokenizer, tasks, pool=pool, executor="process")
+    # the same tasks on threads (where a dying env would take the test with it: it raises there instead)
+    thread = play(tiny_tokenizer, [t.replace("exit-", "raise-") for t in tasks])
+    ok = [i for i, t in enumerate(tasks) if t.startswith("ok")]
+    assert healthy_view([trajs[i] for i in ok]) == healthy_view([thread[i] for i in ok])
+    assert all(thread[i].error is None and thread[i].privileged_state for i in ok)
+    assert max(len(trajs[i].steps) for i in (3, 5)) > FAULT_STEP  # they did play on past the fault
+    for i in (1, 7):
+        t = trajs[i]
+        assert t.truncated and not t.privileged_state and len(t.steps) == FAULT_STEP
+        assert t.error == ("env step failed: env worker died (exit code 3)" if bad == "exit"
+                           else "env step timed out after 1s")
+        assert [(s.observation, s.action) for s in t.steps] == [(s.observation, s.action) for s in thread[i].steps]
+    if bad == "hang":  # nothing else tells the two executors apart
+        assert as_dicts(trajs) == as_dicts(thread)
+    assert pool.restarts == 2
+    assert not multiprocessing.active_children()
+
+
+@pytest.mark.faults
+def test_an_episode_whose_replay_does_not_come_out_the_same_ends_as_an_env_error(tiny_tokenizer, caplog):
+    # one worker holds all three; exit-0 kills it, and pid-1's observations name the process they came from
+    pool = make_executor("process", ToyEnv, workers=1)
+    trajs = play(tiny_tokenizer, ["exit-0", "pid-1", "ok-2"], pool=pool, executor="process", env_workers=1)
+    assert "env worker died (exit code 3)" in trajs[0].error
+    assert healthy_view(trajs[2:]) == healthy_view(play(tiny_tokenizer, ["ok-2"]))
+    assert "replaying call 1 of" in trajs[1].error and "did not give what it gave the first time" in trajs[1].error
+    assert trajs[1].truncated and not trajs[1].privileged_state and len(trajs[1].steps) in (FAULT_STEP, FAULT_STEP + 1)
+    assert "could not be made again" in caplog.text
+    assert pool.restarts == 1
+
+
+@pytest.mark.faults
+def test_a_worker_that_dies_making_an_env_costs_only_that_episode(tiny_tokenizer, tmp_path):
+    # one worker: making episode 1's env kills it; its successor makes episode 0's again, then episode 2's
+    pool = make_executor("process", DiesMakingOnce(str(tmp_path / "died")), workers=1)
+    trajs = play(tiny_tokenizer, ["ok-0", "ok-1", "ok-2"], pool=pool, executor="process", env_workers=1)
+    assert trajs[1].error == "env start failed: env worker died (exit code 3)" and not trajs[1].steps
+    assert healthy_view([trajs[0], trajs[2]]) == healthy_view(play(tiny_tokenizer, ["ok-0", "ok-2"]))
+    assert pool.restarts == 1
+    assert not multiprocessing.active_children()
+
+
+@pytest.mark.faults
+def test_a_restart_in_the_read_gives_the_turns_steps_their_time(tiny_tokenizer):
+    # exitread-0 kills the worker as it reads the answer to step 2; making the two other envs again takes
+    # longer (2 x 0.4 s, plus a start) than what was left of the turn's 1 s: their steps get that time back
+    pool = make_executor("process", functools.partial(ToyEnv, make_s=0.4), workers=1)
+    trajs = play(tiny_tokenizer, ["exitread-0", "ok-1", "ok-2"], pool=pool, executor="process", env_workers=1)
+    assert trajs[0].error == "env read failed: env worker died (exit code 3)" and len(trajs[0].steps) == FAULT_STEP
+    assert healthy_view(trajs[1:]) == healthy_view(play(tiny_tokenizer, ["ok-1", "ok-2"]))
+    assert pool.restarts == 1
+    assert not multiprocessing.active_children()
 
 
 def _alive(pid: int) -> bool:

@@ -3,9 +3,11 @@
 The fault is chosen by the task id's prefix, so one factory (the class itself) serves every episode
 and a worker process can rebuild it: ``ok-3``, ``raise-1`` (step 2 raises), ``hang-0`` (step 2
 blocks for ``HANG_S``, ignoring everything), ``hangreset-0``, ``exit-0`` (step 2 kills its process
-with ``os._exit``), ``hangclose-0`` (``close`` blocks). If ``SEEDRL_TOY_PIDS`` (or the ``pids``
-argument: a Ray worker does not see the test's environment) names a folder, every env writes its
-process id there (to check that worker processes are gone afterwards).
+with ``os._exit``), ``exitread-0`` (so does reading the answer to step 2), ``hangclose-0`` (``close``
+blocks), ``pid-0`` (healthy, but its observations name its process: replayed in another process, its
+episode does not come out the same). If ``SEEDRL_TOY_PIDS`` (or the ``pids`` argument: a Ray worker does
+not see the test's environment) names a folder, every env writes its process id there (to check that
+worker processes are gone afterwards). ``make_s``: making an env takes that long.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ class ToyEnv(Env):
     name = title = "toy"
     splits = {"train": 8}
 
-    def __init__(self, pids: str | None = None) -> None:
+    def __init__(self, pids: str | None = None, make_s: float = 0.0) -> None:
         super().__init__()
+        time.sleep(make_s)
         self.mode, self.t, self.pos, self.goal = "ok", 0, 0, 0
         folder = pids or os.environ.get("SEEDRL_TOY_PIDS")
         if folder:
@@ -45,7 +48,15 @@ class ToyEnv(Env):
         self.task_description = f"reach {self.goal}"
         if self.mode == "hangreset":
             time.sleep(HANG_S)
-        return f"at {self.pos}"
+        return self._where()
+
+    def _where(self) -> str:
+        return f"at {self.pos}" + (f" (process {os.getpid()})" if self.mode == "pid" else "")
+
+    def parse_action(self, text: str):
+        if self.mode == "exitread" and self.t + 1 == FAULT_STEP:
+            os._exit(3)
+        return super().parse_action(text)
 
     def step(self, action: str):
         self.t += 1
@@ -59,7 +70,7 @@ class ToyEnv(Env):
         valid = action in ("left", "right")
         self.pos += {"left": -1, "right": 1}.get(action, 0)
         won = self.pos == self.goal
-        return f"at {self.pos}", 10.0 if won else 0.0, won, {"won": won, "action_valid": valid}
+        return self._where(), 10.0 if won else 0.0, won, {"won": won, "action_valid": valid}
 
     def admissible_actions(self):
         return ["left", "right"]
@@ -70,6 +81,23 @@ class ToyEnv(Env):
     def close(self) -> None:
         if self.mode == "hangclose":
             time.sleep(HANG_S)
+
+
+class DiesMakingOnce:
+    """A picklable env factory whose second env made in a process kills that process (``os._exit``), once:
+    the first time, as ``marker`` (a path it then creates) tells."""
+
+    made = 0  # envs made in this process
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __call__(self) -> ToyEnv:
+        DiesMakingOnce.made += 1
+        if DiesMakingOnce.made == 2 and not os.path.exists(self.marker):
+            Path(self.marker).touch()
+            os._exit(3)
+        return ToyEnv()
 
 
 class FakeBackend:
