@@ -87,8 +87,9 @@ class EnvConfig(_Strict):
     workers: PosInt = 8
     #: where env calls run (seedrl.rollout.executors): thread = a daemon thread per episode; process =
     #: worker processes that hold their episodes' envs (GIL-bound engines step in parallel), killed and
-    #: replaced when they hang or die; ray = the same as Ray actors, on this machine or a cluster
-    #: (env.ray_address). A faulty env ends only the episodes it holds.
+    #: replaced when they hang or die (their other episodes replayed there); ray = the same as Ray actors,
+    #: on this machine or a cluster (env.ray_address). A faulty env ends only its own episode (ray: the
+    #: episodes its actor holds).
     executor: Literal["thread", "process", "ray"] = "thread"
     #: the Ray cluster for executor=ray ("auto" = the cluster this machine belongs to; None = start a
     #: local Ray instance)

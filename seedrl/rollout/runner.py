@@ -4,10 +4,11 @@
 generate all responses in one call, then let the envs read the responses and step, each phase one
 batch of calls with one deadline for the whole turn (``step_timeout_s``). The envs live in an
 executor (:mod:`seedrl.rollout.executors`: a thread per episode by default, or a pool of worker
-processes or Ray actors). An environment that raises ends only its own episode, one that hangs past the
-turn's deadline or dies only the episodes of its worker (truncated, error recorded, logged); the batch
-goes on, and a turn lasts at most about one
-``step_timeout_s`` however many envs hang.
+processes or Ray actors). An environment that raises, hangs past the turn's deadline or dies ends only its
+own episode (truncated, error recorded, logged; on Ray, one that hangs or dies ends all the episodes of its
+actor); the batch goes on, and a turn lasts at most about one ``step_timeout_s`` however many envs hang
+(with worker processes: one per hung env of the same worker, each followed by its replacement's start and
+replay of the worker's other episodes).
 """
 
 from __future__ import annotations
