@@ -316,6 +316,7 @@ class Trainer:
         #: (the row of an iteration is written before its checkpoint, see :meth:`train`)
         self._checkpoint_s: float | None = None
         self._pool: EnvExecutor | None = None
+        self._restarts_seen = 0  # the pool's restart count at the last iteration's metrics
         #: rank 0 writes the rows; the other ranks have no logger
         self.logger: MetricsLogger | None = MetricsLogger(self.run_dir, cfg.log, resume=resume) if main else None
         if main and not resume:
@@ -504,6 +505,7 @@ class Trainer:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+            self._restarts_seen = 0
         close = getattr(self.backend, "close", None)
         if close is not None:
             close()
@@ -941,6 +943,10 @@ class Trainer:
                         "%.3f < %.2f): its groups mostly come out uniform and carry no advantage; start from a "
                         "less sharpened warm start (fewer SFT epochs)", metrics["rollout/decision_nll"], COLLAPSED_NLL)
         metrics["rollout/digests"] = rollout_digests(m_trajs)
+        if self._pool is not None and hasattr(self._pool, "restarts"):
+            # env worker processes replaced this iteration (a dead or hung env; its neighbours were replayed)
+            metrics["rollout/env_worker_restarts"] = self._pool.restarts - self._restarts_seen
+            self._restarts_seen = self._pool.restarts
         # distinct (prompt, response) pairs per step sample (this process's): what a scoring pass computes
         metrics["rollout/unique_sample_frac"] = len(unique_pairs(samples)[1]) / max(1, len(samples))
         metrics |= {f"time/{k}": v for k, v in timings.items()}

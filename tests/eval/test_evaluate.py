@@ -117,7 +117,14 @@ def test_env_executor_setting_reaches_training_rollouts_and_evaluation(tmp_path,
         return make
 
     monkeypatch.setattr(runner, "make_executor", recording("eval", runner.make_executor))
-    monkeypatch.setattr(trainer_mod, "make_executor", recording("pool", trainer_mod.make_executor))
+    make_pool = recording("pool", trainer_mod.make_executor)
+
+    def pool_with_restarts(*a, **k):  # as if two workers had been replaced before the first row
+        pool = make_pool(*a, **k)
+        pool.restarts = 2
+        return pool
+
+    monkeypatch.setattr(trainer_mod, "make_executor", pool_with_restarts)
     rows = {}
     for ex in ("thread", "process"):
         made["eval"].clear()
@@ -128,5 +135,7 @@ def test_env_executor_setting_reaches_training_rollouts_and_evaluation(tmp_path,
         assert made["pool"] == ([] if ex == "thread" else ["process"])  # one pool serves both iterations
         assert not multiprocessing.active_children()
         rows[ex] = [json.loads(x) for x in (tmp_path / ex / "metrics.jsonl").read_text().splitlines()]
+    # the process rows also count the workers replaced in each iteration
+    assert [r.pop("rollout/env_worker_restarts") for r in rows["process"]] == [2, 0]
     strip = [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows["thread"]]
     assert strip == [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows["process"]]
