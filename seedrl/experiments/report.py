@@ -17,6 +17,7 @@ from seedrl.experiments.stats import (
     N_BOOT,
     bootstrap_ci,
     efficiency_ratio,
+    efficiency_ratio_ci,
     episodes_to_threshold,
     equal_per_iteration,
     intervals_overlap,
@@ -182,6 +183,10 @@ def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
             ep = episodes_to_threshold([(x, y) for x, y, _ in curves[m]], thr)
             eff["methods"][m] = {"episodes": ep, "ratio_to_baseline": efficiency_ratio(ep, base_ep),
                                  "budget": max(x for x, _, _ in curves[m])}
+            if m != baseline:
+                by_seed = {mm: {c["seed"]: [(p["episodes"], p["panels"][target]["success"]) for p in c["curve"]]
+                                for c in by[mm]} for mm in (m, baseline)}
+                eff["methods"][m]["ratio_ci"] = efficiency_ratio_ci(by_seed[m], by_seed[baseline])
         # the same question with intervals: the paired difference to the baseline at every evaluation point
         episodes = {p["iteration"]: p["episodes"] for c in cells for p in c["curve"]}
         eff["paired_at"] = {m: [{"iteration": it, "episodes": episodes[it], **_json_keys(d)} for it in sorted(episodes)
@@ -294,6 +299,13 @@ def _mci(d: dict[str, Any]) -> str:
     return f"{_f(d['mean'])} [{_f(d['ci95'][0])}, {_f(d['ci95'][1])}]"
 
 
+def _ratio_ci(ci: dict[str, Any] | None) -> str:
+    if not ci or ci["ci95"][0] is None:
+        return "–"
+    lo, hi = ci["ci95"]
+    return f"[{lo:.2f}, {'not reached' if hi is None else f'{hi:.2f}'}]"
+
+
 def _table(head: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -378,10 +390,14 @@ def render_markdown(s: dict[str, Any], notes: str | None = None) -> str:
         rows = []
         for m, e in eff["methods"].items():
             rows.append([m, "not reached" if e["episodes"] is None else f"{e['episodes']:.0f}",
-                         _f(e["ratio_to_baseline"], 2) if e["ratio_to_baseline"] is not None else "–"])
-        L += [_table(["method", "episodes to threshold", f"ratio to {base}"], rows), "",
+                         _f(e["ratio_to_baseline"], 2) if e["ratio_to_baseline"] is not None else "–",
+                         _ratio_ci(e.get("ratio_ci"))])
+        L += [_table(["method", "episodes to threshold", f"ratio to {base}", "ratio 95% CI (seeds)"], rows), "",
               f"No ratio (–) where a method never reached the threshold or {base} met it at 0 episodes "
-              "(the initial policy); these are point estimates on mean curves, without CIs.", ""]
+              "(the initial policy). The interval resamples seeds (the same draw for both methods) and recomputes "
+              f"the threshold, both mean curves and the ratio; 'not reached' as its upper end means that in more "
+              f"than 2.5% of the resamples the method's mean curve never reached {base}'s final success within the "
+              "budget. It does not resample the panel's tasks, and with few seeds it is crude.", ""]
         paired_at = {m: pts for m, pts in eff.get("paired_at", {}).items() if pts}
         if paired_at:
             eps = [p["episodes"] for p in next(iter(paired_at.values()))]

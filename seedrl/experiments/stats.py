@@ -155,3 +155,60 @@ def equal_per_iteration(a: Mapping[int, Mapping[Any, Any]],
         common = set(a[it]) & set(b[it])
         out[it] = (sum(a[it][k] == b[it][k] for k in common), len(common))
     return out
+
+
+def efficiency_ratio_ci(method: Mapping[int, Sequence[tuple[float, float]]],
+                        baseline: Mapping[int, Sequence[tuple[float, float]]], n_boot: int = N_BOOT,
+                        alpha: float = 0.05, seed: int = BOOT_SEED, tol: float = 1e-9) -> dict[str, Any]:
+    """The sample-efficiency ratio with a percentile-bootstrap interval over seeds.
+
+    ``method[s]`` / ``baseline[s]``: per seed, the ``(episodes, success)`` evaluation points of that
+    seed's cell (both on one schedule). The point estimate is the report's: the threshold is the
+    baseline's final mean success, and the ratio is (episodes the method's mean curve needs to first
+    reach it) / (episodes the baseline's needs), :func:`episodes_to_threshold` and
+    :func:`efficiency_ratio`. Each resample draws the common seeds with replacement, the *same* draw
+    for both (a seed fixes the start and task stream of both cells), and recomputes the threshold, both
+    mean curves and the ratio. A resample in which the method never reaches the threshold counts as an
+    infinite ratio (``hi`` is then ``None``: "not reached within the budget"); one in which the baseline
+    meets it at 0 episodes has no ratio and is left out (``undefined_frac``). Percentiles are taken
+    without interpolation (the ratio only takes the values the evaluation grid allows). Task noise of
+    the finite panel is not resampled: the interval is over seeds only, and as crude as few seeds make it.
+
+    Returns ``{"n_seeds", "ratio", "ci95": [lo, hi], "never_frac", "undefined_frac"}`` (``None`` where
+    there is no number)."""
+    seeds = sorted(set(method) & set(baseline))
+    none = {"n_seeds": len(seeds), "ratio": None, "ci95": [None, None], "never_frac": None, "undefined_frac": None}
+    if not seeds:
+        return none
+    xs = sorted({float(x) for s in seeds for x, _ in list(method[s]) + list(baseline[s])})
+
+    def grid(curve: Sequence[tuple[float, float]]) -> np.ndarray:
+        ys = {float(x): float(y) for x, y in curve}
+        if set(ys) != set(xs):
+            raise ValueError("efficiency_ratio_ci: the cells were evaluated on different schedules")
+        return np.array([ys[x] for x in xs])
+
+    m = np.stack([grid(method[s]) for s in seeds])
+    b = np.stack([grid(baseline[s]) for s in seeds])
+    x = np.array(xs)
+
+    def ratios(mm: np.ndarray, bb: np.ndarray) -> np.ndarray:
+        """Ratio per row of mean curves ``mm``, ``bb`` (rows: resamples): inf = never, nan = undefined."""
+        thr = bb[:, -1:] - tol
+        reached_m, reached_b = mm >= thr, bb >= thr  # the baseline always reaches its own final value
+        ep_m = np.where(reached_m.any(axis=1), x[reached_m.argmax(axis=1)], np.inf)
+        ep_b = x[reached_b.argmax(axis=1)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(ep_b > 0, ep_m / np.where(ep_b > 0, ep_b, 1.0), np.nan)
+
+    point = float(ratios(m.mean(axis=0, keepdims=True), b.mean(axis=0, keepdims=True))[0])
+    idx = np.random.default_rng(seed).integers(0, len(seeds), size=(n_boot, len(seeds)))
+    boot = ratios(m[idx].mean(axis=1), b[idx].mean(axis=1))
+    defined = boot[~np.isnan(boot)]
+    out = dict(none, ratio=None if math.isnan(point) or math.isinf(point) else point,
+               undefined_frac=float(np.isnan(boot).mean()),
+               never_frac=float(np.isinf(defined).mean()) if defined.size else None)
+    if defined.size:
+        lo, hi = np.percentile(defined, [100 * alpha / 2, 100 * (1 - alpha / 2)], method="inverted_cdf")
+        out["ci95"] = [None if math.isinf(lo) else float(lo), None if math.isinf(hi) else float(hi)]
+    return out
