@@ -455,6 +455,11 @@ def run_compare(spec: CompareSpec, echo: Callable[[str], None] = print, report_o
             raise SeedRLError(f"--efficiency-split {spec.efficiency_split!r} is not an evaluated panel; panels: "
                               f"{', '.join(spec.splits)} (or <panel>{HELDOUT_SUFFIX}, its tasks outside the train "
                               f"panel, where the runs train on part of it)")
+        eff = spec.efficiency_split or ""
+        if eff.endswith(HELDOUT_SUFFIX) and cfg0.env.train_split != eff.removesuffix(HELDOUT_SUFFIX):
+            raise SeedRLError(f"--efficiency-split {eff}: these runs train on {cfg0.env.train_split!r}, not on part of "
+                              f"{eff.removesuffix(HELDOUT_SUFFIX)!r}, so that panel has no held-out part (it is all "
+                              f"held out: use --efficiency-split {eff.removesuffix(HELDOUT_SUFFIX)})")
         if spec.eval_every <= 0:
             raise SeedRLError(f"--eval-every must be a positive number of iterations, got {spec.eval_every}")
         total = len(spec.algos) * len(spec.seeds)

@@ -335,6 +335,10 @@ def test_compare_budget_must_fill_whole_iterations(tmp_path):
     # a sample-efficiency panel that is not evaluated is refused before any cell runs
     r = _compare(tmp_path / "y", "--efficiency-split", "train")
     assert r.exit_code == 2 and "'train' is not an evaluated panel" in r.output and not (tmp_path / "y" / "runs").exists()
+    # a held-out panel of a split the runs do not train on is refused before any cell runs
+    r = _compare(tmp_path / "v", "--efficiency-split", "valid_seen_heldout")
+    assert r.exit_code == 2 and "these runs train on 'train', not on part of 'valid_seen'" in r.output
+    assert not (tmp_path / "v" / "runs").exists()
     # a budget below one iteration names the one valid budget once ("use 4", not "use 4 or 4")
     r = _compare(tmp_path / "z", "--budget-episodes", "2")
     assert r.exit_code == 2 and r.output.count("use 4") == 1 and "use 4 or" not in r.output
