@@ -303,7 +303,7 @@ def _ratio_ci(ci: dict[str, Any] | None) -> str:
     if not ci or ci["ci95"][0] is None:
         return "–"
     lo, hi = ci["ci95"]
-    return f"[{lo:.2f}, {'not reached' if hi is None else f'{hi:.2f}'}]"
+    return f"[{lo:.2f}, {'not reached' if hi is None else f'{hi:.2f}'}] ({ci['n_seeds']} paired seeds)"
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:
@@ -392,9 +392,10 @@ def render_markdown(s: dict[str, Any], notes: str | None = None) -> str:
             rows.append([m, "not reached" if e["episodes"] is None else f"{e['episodes']:.0f}",
                          _f(e["ratio_to_baseline"], 2) if e["ratio_to_baseline"] is not None else "–",
                          _ratio_ci(e.get("ratio_ci"))])
-        L += [_table(["method", "episodes to threshold", f"ratio to {base}", "ratio 95% CI (seeds)"], rows), "",
+        L += [_table(["method", "episodes to threshold", f"ratio to {base}", "ratio 95% CI"], rows), "",
               f"No ratio (–) where a method never reached the threshold or {base} met it at 0 episodes "
-              "(the initial policy). The interval resamples seeds (the same draw for both methods) and recomputes "
+              "(the initial policy). The interval is over the seeds both methods ran: it resamples them (the same draw for "
+              "both) and recomputes "
               f"the threshold, both mean curves and the ratio; 'not reached' as its upper end means that in more "
               f"than 2.5% of the resamples the method's mean curve never reached {base}'s final success within the "
               "budget. It does not resample the panel's tasks, and with few seeds it is crude.", ""]
