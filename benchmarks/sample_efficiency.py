@@ -24,8 +24,10 @@ committed ``benchmarks/results/sample_efficiency``, two cells at a time with one
 
     python benchmarks/sample_efficiency.py --out benchmarks/results/sample_efficiency --budget-episodes 1536
 
-GPU (one H200, about 10 minutes; 512 episodes per iteration in lockstep, the tiny start travels with
-``carry: [runs/demo/sft/model]``)::
+GPU (one H200; 512 episodes per iteration in lockstep, 4 cells at a time; the tiny start, 11 MB,
+travels with ``carry: [runs/demo/sft/model]``). Not yet run: no session so far was lent a GPU, so its
+time is not measured; ``--gpu`` sets ``--deadline-s 420`` so that no cell starts after 7 minutes and the
+report is rendered from the cells that finished::
 
     python benchmarks/sample_efficiency.py --gpu --out benchmarks/results/sample_efficiency_gpu
 """
@@ -100,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     a.budget_episodes = a.budget_episodes or (6144 if a.gpu else 1536)
     a.eval_every = a.eval_every or (3 if a.gpu else 8)
     a.parallel = a.parallel or (4 if a.gpu else 2)
+    if a.gpu and a.deadline_s is None:
+        a.deadline_s = 420.0
     if not a.dry_run and "/" in a.model and not (Path(a.model) / "config.json").is_file():
         raise SystemExit(f"no model at {a.model}: build the warm start first with "
                          f"`seedrl sft --config configs/demo_sokoban_sft.yaml --set run_dir=runs/demo/sft`")
