@@ -30,6 +30,17 @@ time is not measured; ``--gpu`` sets ``--deadline-s 420`` so that no cell starts
 report is rendered from the cells that finished::
 
     python benchmarks/sample_efficiency.py --gpu --out benchmarks/results/sample_efficiency_gpu
+
+The device machine (Python 3.12, torch, transformers, peft, typer, rich, yaml, no pydantic) needs
+pydantic's wheels (2.7 MB), fetched here once into an ignored folder and carried with the start::
+
+    echo /.whl/ >> .git/info/exclude
+    python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+        --platform manylinux2014_x86_64 -d .whl pydantic==2.14.4 pydantic_core==2.50.5 \
+        annotated-types==0.8.0 typing-inspection==0.4.5
+    # device run, carry: [runs/demo/sft/model, .whl]
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:.
+    python3 benchmarks/sample_efficiency.py --gpu --out $OUT/se
 """
 
 from __future__ import annotations
