@@ -40,7 +40,7 @@ pydantic's wheels (2.7 MB), fetched here once into an ignored folder and carried
         annotated-types==0.8.0 typing-inspection==0.4.5
     # device run, carry: [runs/demo/sft/model, .whl]
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:.
-    python3 benchmarks/sample_efficiency.py --gpu --out $OUT/se
+    python3 benchmarks/sample_efficiency.py --gpu --out /tmp/se; tar czf $OUT/se.tgz -C /tmp se  # 8 files come back
 """
 
 from __future__ import annotations
