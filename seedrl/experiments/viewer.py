@@ -362,13 +362,17 @@ def _lessons_section(run_dir: Path) -> str:
             '</th><th>candidate</th></tr>' + "".join(rows) + "</table>")
 
 
-def step_base(cfg: dict[str, Any]) -> int:
-    """The first step number of the run's analysis prompt (:data:`seedrl.skills.prompts.STEP_BASE`): a
-    saved config without ``skills.analysis_prompt`` is from before the key and ran the legacy prompt."""
+def step_base(run_dir: Path) -> int:
+    """The first step number of the run's analysis prompt (:data:`seedrl.skills.prompts.STEP_BASE`), read
+    as :func:`seedrl.config.load_run_config` reads the run (a run saved before ``skills.analysis_prompt``
+    ran the legacy prompt); SEED's prompt where the config cannot be read."""
+    from seedrl.config import load_run_config
     from seedrl.skills.prompts import STEP_BASE
 
-    skills = cfg.get("skills") or {}
-    return STEP_BASE.get(skills.get("analysis_prompt", "legacy" if skills else "seed"), 0)
+    try:
+        return STEP_BASE[load_run_config(run_dir / "config.yaml").skills.analysis_prompt]
+    except (SeedRLError, OSError):
+        return STEP_BASE["seed"]
 
 
 def render_run(run_dir: Path, max_iterations: int = MAX_TRACE_ITERATIONS) -> str:
@@ -410,7 +414,7 @@ def render_run(run_dir: Path, max_iterations: int = MAX_TRACE_ITERATIONS) -> str
             traces.append(json.loads(p.read_text(errors="replace")))
         except ValueError:
             log.warning("%s is not JSON; skipped", p)
-    base = step_base(cfg)
+    base = step_base(run_dir)
     note = (f"{len(traces)} of {len(files)} traced iterations shown" if len(files) > len(traces)
             else f"{len(traces)} traced iterations") + f"; steps numbered from {base}, as the analysis prompt numbers them"
     if not files:

@@ -283,11 +283,13 @@ def test_steps_are_numbered_as_the_runs_analysis_prompt_numbers_them(seed_run, t
     the page labels 3."""
     from seedrl.experiments.viewer import step_base
 
-    assert step_base({"skills": {"analysis_prompt": "seed"}}) == 0
-    assert step_base({"skills": {"analysis_prompt": "legacy"}}) == 1
-    assert step_base({"skills": {"analyzer": "self"}}) == 1  # saved before the key existed: the legacy prompt
     run = tmp_path / "run"
     shutil.copytree(seed_run["run"], run)
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    del cfg["skills"]["analysis_prompt"]  # saved before the key existed: the legacy prompt
+    (run / "config.yaml").write_text(yaml.safe_dump(cfg))
+    assert step_base(run) == 1
+    assert step_base(tmp_path / "no_run") == 0
     for prompt, first in (("seed", 0), ("legacy", 1)):
         cfg = yaml.safe_load((run / "config.yaml").read_text())
         cfg["skills"]["analysis_prompt"] = prompt
