@@ -33,36 +33,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-
-def train_task_ids(config: dict[str, Any], stored_hash: str | None = None) -> set[str]:
-    from seedrl.experiments.heldout import train_task_ids as ids
-
-    return _exit_on_error(ids, config, stored_hash)
-
-
-def eval_task_ids(config: dict[str, Any], split: str, stored_hash: str | None = None) -> list[str]:
-    from seedrl.experiments.heldout import eval_task_ids as ids
-
-    return _exit_on_error(ids, config, split, stored_hash)
-
-
-def _exit_on_error(fn, *args):
-    """A panel that no longer matches its recorded hash ends the script with the one-line reason."""
-    from seedrl.errors import SeedRLError
-
-    try:
-        return fn(*args)
-    except SeedRLError as e:
-        raise SystemExit(str(e)) from None
+from seedrl.errors import SeedRLError
+from seedrl.experiments.heldout import eval_task_ids, subset, train_task_ids
 
 
 def split_wins(won: str, task_ids: list[str], trained: set[str]) -> tuple[tuple[int, int], tuple[int, int]]:
     """(wins, tasks) on the trained tasks and on the others of one evaluation's ``won`` string."""
-    if len(won) != len(task_ids):
-        raise ValueError(f"{len(won)} outcomes for a panel of {len(task_ids)} tasks")
-    ins = [w == "1" for w, t in zip(won, task_ids) if t in trained]
-    outs = [w == "1" for w, t in zip(won, task_ids) if t not in trained]
-    return (sum(ins), len(ins)), (sum(outs), len(outs))
+    ins, outs = (subset(won, task_ids, trained, inside) for inside in (True, False))
+    return (ins.count("1"), len(ins)), (outs.count("1"), len(outs))
 
 
 def block_means(values: list[float], block: int) -> list[float]:
@@ -101,7 +79,6 @@ def change_report(cells: list[dict[str, Any]]) -> list[str]:
     """Per method and panel: final - iteration-0 greedy success on the trained tasks and on the others,
     paired on seeds and tasks (:func:`seedrl.experiments.stats.paired_task_bootstrap`). The others are
     tasks the run never trained on: the held-out reading of a fit check."""
-    from seedrl.experiments.heldout import subset
     from seedrl.experiments.stats import paired_task_bootstrap
 
     by_algo: dict[str, list[dict[str, Any]]] = {}
@@ -201,8 +178,11 @@ def main(argv: list[str] | None = None) -> None:
     a = ap.parse_args(argv)
     if not a.folders and not a.eval:
         ap.error("give a compare folder or --eval FILE")
-    for f in a.folders:
-        print("\n".join(report(f, a.block)))
+    try:  # a panel that no longer matches the hash a cell recorded: the one-line reason
+        for f in a.folders:
+            print("\n".join(report(f, a.block)))
+    except SeedRLError as e:
+        raise SystemExit(str(e)) from None
     for f in a.eval:
         print("\n".join(eval_report(f, a.trained)))
 

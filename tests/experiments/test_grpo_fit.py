@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from seedrl.envs.panels import build_panel
+from seedrl.errors import SeedRLError
 
 _SPEC = importlib.util.spec_from_file_location("grpo_fit", Path(__file__).parents[2] / "benchmarks" / "grpo_fit.py")
 gf = importlib.util.module_from_spec(_SPEC)
@@ -50,9 +51,9 @@ def test_a_run_trained_on_part_of_the_panel_sees_those_tasks_as_trained():
     # the hashes the cell recorded must name the rebuilt panels: outcomes are paired to tasks by position
     stored = build_panel("sokoban", "valid_seen", None, **KW).hash
     assert gf.eval_task_ids(cfg, "valid_seen", stored) == ids
-    with pytest.raises(SystemExit, match="valid_seen panel rebuilt .* recorded 0123456789abcdef"):
+    with pytest.raises(SeedRLError, match="valid_seen panel rebuilt .* recorded 0123456789abcdef"):
         gf.eval_task_ids(cfg, "valid_seen", "0123456789abcdef")
-    with pytest.raises(SystemExit, match="train panel rebuilt"):
+    with pytest.raises(SeedRLError, match="train panel rebuilt"):
         gf.train_task_ids(cfg, stored)  # the 128-room panel's hash is not the 2-room train panel's
     # the usual run trains on the train split: no evaluated room is a train room
     assert not set(gf.eval_task_ids(_cell("train", None)["config"], "valid_seen")) & gf.train_task_ids(
@@ -68,6 +69,12 @@ def test_report_reads_the_metrics_copy_next_to_the_cells(tmp_path, capsys):
     cell["curve"] = [{"episodes": 0, "panels": {"valid_seen": {"won": won0}}},
                      {"episodes": 8, "panels": {"valid_seen": {"won": won1}}}]
     (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "grpo-seed0.json").write_text(json.dumps(cell))
+    cell["panel_hashes"] = {"train": "0123456789abcdef"}  # a panel that changed since the run: one line
+    (tmp_path / "cells" / "grpo-seed0.json").write_text(json.dumps(cell))
+    with pytest.raises(SystemExit, match="train panel rebuilt .* recorded 0123456789abcdef"):
+        gf.main([str(tmp_path)])
+    del cell["panel_hashes"]
     (tmp_path / "cells" / "grpo-seed0.json").write_text(json.dumps(cell))
     gf.main([str(tmp_path)])  # no metrics kept: the greedy evaluations are still read
     out = capsys.readouterr().out
