@@ -60,12 +60,12 @@ def with_heldout_panels(cells: list[dict[str, Any]]) -> tuple[list[dict[str, Any
     split that contains train tasks, and ``{name: description}`` of each added panel.
 
     A panel is added only when every cell trained on that split and recorded per-task outcomes at every
-    evaluation point, so that all cells carry the same panels. Cells are not modified."""
+    evaluation point, so that all cells carry the same panels. ``cells`` is not modified, and is returned
+    as it is (not copied) where no panel is added."""
     if not cells:
         return cells, {}
     splits = list(cells[0]["splits"])
-    derived: dict[str, str] = {}
-    out = copy.deepcopy(cells)
+    found: dict[str, tuple[str, list[list[str]], int]] = {}  # name -> (split, per cell: outcomes per point, trained)
     for split in splits:
         name = split + HELDOUT_SUFFIX
         if name in splits or not all(c.get("config", {}).get("env", {}).get("train_split", "train") == split
@@ -78,8 +78,13 @@ def with_heldout_panels(cells: list[dict[str, Any]]) -> tuple[list[dict[str, Any
             ids = eval_task_ids(c["config"], split, c["curve"][0]["panels"][split].get("panel_hash"))
             subs.append([subset(p["panels"][split]["won"], ids, trained, inside=False) for p in c["curve"]])
             n_in.add(len(ids) - len(subs[-1][0]))
-        if not subs[0][0] or n_in == {0} or len(n_in) > 1:
-            continue  # all or none of its tasks were trained on, or the cells trained on different parts
+        if subs[0][0] and n_in != {0} and len(n_in) == 1:  # else all or none of its tasks were trained on,
+            found[name] = (split, subs, n_in.pop())        # or the cells trained on different parts
+    if not found:
+        return cells, {}
+    out = copy.deepcopy(cells)
+    derived: dict[str, str] = {}
+    for name, (split, subs, n_in) in found.items():
         for c, cell_subs in zip(out, subs):
             for p, won in zip(c["curve"], cell_subs):
                 p["panels"][name] = {"success": won.count("1") / len(won), "num_tasks": len(won), "won": won}
@@ -88,6 +93,6 @@ def with_heldout_panels(cells: list[dict[str, Any]]) -> tuple[list[dict[str, Any
             best = next(p for p in c["curve"] if p["iteration"] == c["best"]["iteration"])
             c["best"]["success"][name] = best["panels"][name]["success"]
         derived[name] = (f"the {len(subs[0][0])} tasks of {split} outside the train panel (the runs train on the "
-                         f"other {n_in.pop()}: env.train_split={split}, "
+                         f"other {n_in}: env.train_split={split}, "
                          f"env.train_size={cells[0]['config']['env'].get('train_size')})")
     return out, derived
