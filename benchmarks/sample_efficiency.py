@@ -72,9 +72,7 @@ GPU_SETS = ["model.device=cuda", "rollout.tasks_per_batch=64", "optim.mini_batch
 
 
 def cell_command(method: str, seed: int, a: argparse.Namespace) -> list[str]:
-    """The ``seedrl compare`` call of one (method, seed) cell."""
-    if method not in METHODS:
-        raise SystemExit(f"unknown method {method!r}; methods: {', '.join(METHODS)}")
+    """The ``seedrl compare`` call of one (method, seed) cell (``method`` one of :data:`METHODS`)."""
     algo, tag, own = METHODS[method]
     sets = [f"model.name={a.model}", f"torch_threads={a.threads}", *RECIPE, *(GPU_SETS if a.gpu else []),
             *own, *a.set]
