@@ -89,7 +89,9 @@ def cell_command(method: str, seed: int, a: argparse.Namespace) -> list[str]:
 
 
 def done(out: Path, method: str, seed: int) -> bool:
-    return (out / "cells" / f"{method}-seed{seed}.json").is_file()
+    from seedrl.experiments.compare import cell_name
+
+    return (out / "cells" / f"{cell_name(method, seed)}.json").is_file()
 
 
 def main(argv: list[str] | None = None) -> int:
