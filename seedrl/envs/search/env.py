@@ -326,7 +326,7 @@ class SearchConfig(EnvOptions):
             raise SeedRLError("search env with data_path/test_data_path needs a retriever: set retriever_url (the "
                               "Search-R1 retrieval server over e.g. wiki-18) or corpus_path (a Search-R1 JSONL corpus "
                               "for in-process BM25)")
-        if self.corpus_path and Path(self.corpus_path).is_file() and not _has_a_line(Path(self.corpus_path)):
+        if self.corpus_path and Path(self.corpus_path).is_file() and not _has_a_line(*_stat_key(self.corpus_path)):
             raise SeedRLError(f"search corpus {self.corpus_path!r} is empty: it holds no document line (Search-R1 "
                               f"JSONL, one {{\"id\": ..., \"contents\": ...}} per line)")
         return self
@@ -343,9 +343,16 @@ class SearchConfig(EnvOptions):
         return bool(self.data_path or self.test_data_path)
 
 
-def _has_a_line(path: Path) -> bool:
-    """Whether a file holds a non-blank line (read only up to the first one: corpora are GBs)."""
-    with path.open("rb") as fh:
+def _stat_key(path: str) -> tuple[str, int, int]:
+    st = Path(path).stat()
+    return str(path), st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=16)
+def _has_a_line(path: str, mtime_ns: int, size: int) -> bool:
+    """Whether a file holds a non-blank line (read only up to the first one: corpora are GBs). Cached per
+    (path, mtime, size): the options are validated for every episode's env, the file is read once."""
+    with open(path, "rb") as fh:
         return any(line.strip() for line in fh)
 
 
