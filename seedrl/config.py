@@ -74,7 +74,7 @@ class ModelConfig(_Strict):
             if given is not None and given != "auto" and given != legacy:
                 raise ValueError(f"autocast_bf16={old} (the legacy key) contradicts precision={given!r}; set "
                                  f"only model.precision (fp32 | bf16 | auto)")
-            data["precision"] = legacy if given in (None, "auto") else given
+            data["precision"] = legacy  # the check above leaves only None, "auto" or legacy itself
         return data
 
 
