@@ -519,13 +519,11 @@ class _Worker:
 @dataclass
 class _Reply:
     """A worker's answer to one message: the results it sent (episode -> ``(ok, value)``), whether it
-    finished (``value``: its answer to a message not answered one episode at a time), or what happened to
-    it instead (``fault``; ``delivered``: it said it took the message, so a fault after that is the
+    finished, or what happened to it instead (``fault``; ``delivered``: it said it took the message, so a fault after that is the
     fault of the first episode without a result)."""
 
     done: dict[int, tuple[bool, Any]] = field(default_factory=dict)
     finished: bool = False
-    value: Any = None
     fault: Outcome | None = None
     delivered: bool = False
 
@@ -700,10 +698,12 @@ class _Pool:
         return out, deadline
 
     def _record(self, op: str, i: int, item: Any, result: tuple[bool, Any]) -> Outcome:
-        """The outcome of one result, written on the episode's tape."""
+        """The outcome of one result, written on the episode's tape where a restart can replay it."""
         ok, value = result
         tape = self._tapes[i]
-        if op == "make":
+        if not self.restartable:  # nothing replays (Ray): no tape to keep
+            pass
+        elif op == "make":
             tape.made = ok
         elif item[0] in REPLAYED:
             fn, args = item
@@ -825,6 +825,8 @@ class ProcessExecutor(_Pool):
     module docstring. ``spawn_timeout_s`` is added to the deadline of an :meth:`open` that starts workers
     (an interpreter start and the env's imports are not env calls)."""
 
+    restartable = True
+
     def __init__(self, factory: Callable[[], Env], workers: int = 8, start_method: str = "spawn",
                  spawn_timeout_s: float = 60.0, keep_warm: bool = False) -> None:
         try:
@@ -834,7 +836,6 @@ class ProcessExecutor(_Pool):
                               f"seedrl.rollout.executors.EnvFactory(name, kwargs), not {factory!r} "
                               f"({_describe(exc)})") from None
         super().__init__(workers, keep_warm)
-        self.restartable = True
         self.factory = factory
         self.spawn_timeout_s = spawn_timeout_s
         self._ctx = multiprocessing.get_context(start_method)
@@ -892,7 +893,7 @@ class ProcessExecutor(_Pool):
                     elif kind == "one":
                         r.done[rest[0]] = rest[1]
                     else:
-                        r.finished, r.value = True, rest[0]
+                        r.finished = True
                         return
             except (EOFError, OSError):  # its end of the pipe is closed: it is gone
                 break
@@ -986,7 +987,7 @@ class RayExecutor(_Pool):
             w = refs[ref]
             try:
                 value = ray.get(ref)
-                out[w] = _Reply(done=value if isinstance(value, dict) else {}, finished=True, value=value)
+                out[w] = _Reply(done=value if isinstance(value, dict) else {}, finished=True)
             except ray.exceptions.RayActorError as exc:  # ActorDiedError: its process exited or was killed
                 why = f"env worker died ({type(exc).__name__})"
                 self._give_up(w, why)
