@@ -5,9 +5,9 @@ A signal may shift the token advantages before the PPO loss (``advantage``) and/
 run's signal and names none of them. Shapes: ``[B, T]`` right-aligned response tokens. For
 ``advantage``, ``tmask`` = response mask x the per-sample teacher-signal mask (samples whose trajectory
 has no skill are all zero). For ``loss``, ``tmask`` = response mask x each sample's aggregation weight
-(:func:`seedrl.algos.signal_weights` with the signal's ``agg``: 0 without a skill) and ``denom`` = 1,
-so the micro-batches' terms add up to the mini-batch's term as the aggregation defines it: SEED's
-mean over micro-batches (``micro_batch_mean``, OPD's default, ``algo.opd_agg``) or a token-mean over
+(:func:`seedrl.algos.signal_weights` with the signal's ``agg``: 0 without a skill), and the term is the
+sum of the weighted tokens (the pure functions' ``denom`` = 1), so the micro-batches' terms add up to
+the mini-batch's term as the aggregation defines it: SEED's mean over micro-batches (``micro_batch_mean``, OPD's default, ``algo.opd_agg``) or a token-mean over
 the mini-batch's signal tokens (``signal_token_mean``).
 """
 
@@ -41,7 +41,7 @@ class Signal:
     def advantage(self, adv: Tensor, teacher: Tensor, old: Tensor, tmask: Tensor) -> Tensor:
         return adv
 
-    def loss(self, logp: Tensor, old: Tensor, teacher: Tensor, tmask: Tensor, denom: float) -> SignalTerm | None:
+    def loss(self, logp: Tensor, old: Tensor, teacher: Tensor, tmask: Tensor) -> SignalTerm | None:
         return None
 
 
@@ -55,8 +55,8 @@ class OPD(Signal):
     agg: str = "micro_batch_mean"
     name = "opd"
 
-    def loss(self, logp, old, teacher, tmask, denom):
-        term, st = opd_loss(logp, teacher, tmask, beta=self.beta, denom=denom)
+    def loss(self, logp, old, teacher, tmask):
+        term, st = opd_loss(logp, teacher, tmask, beta=self.beta, denom=1.0)
         return SignalTerm(self.coef * term, term.detach(), {k: st[k] for k in ("gate_mean", "delta_mean")})
 
 
@@ -78,8 +78,8 @@ class SkillSD(Signal):
     coef: float
     name = "skill_sd"
 
-    def loss(self, logp, old, teacher, tmask, denom):
-        term, st = skill_sd_loss(logp, old, teacher, tmask, denom=denom)
+    def loss(self, logp, old, teacher, tmask):
+        term, st = skill_sd_loss(logp, old, teacher, tmask, denom=1.0)
         return SignalTerm(self.coef * term, term.detach(), {k: st[k] for k in ("rho_mean", "k3_mean")})
 
 

@@ -789,7 +789,7 @@ class Trainer:
             kl = token_mean(kl_k3(logp, ref), mask, denom)
             loss = loss + c.kl_coef * kl
             parts["loss/kl"] = kl.detach()
-        term = sig.loss(logp, old, teacher, tmask, 1.0) if distill else None
+        term = sig.loss(logp, old, teacher, tmask) if distill else None
         if term is not None:
             loss = loss + term.loss
             parts[f"loss/{sig.name}"] = term.value

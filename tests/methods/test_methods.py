@@ -34,13 +34,13 @@ def test_signals_shift_the_advantage_or_add_a_loss_only_where_masked():
     old, teacher = logp.detach() - 0.1, logp.detach() + torch.randn(2, 4, generator=g)
     tmask = torch.tensor([[1.0, 1.0, 1.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
     adv = torch.ones(2, 4)
-    assert sig.Signal().loss(logp, old, teacher, tmask, 3.0) is None
+    assert sig.Signal().loss(logp, old, teacher, tmask) is None
     assert torch.equal(sig.Signal().advantage(adv, teacher, old, tmask), adv)
     shifted = sig.OPIDShift(coef=0.5).advantage(adv, teacher, old, tmask)
     torch.testing.assert_close(shifted, adv + 0.5 * (teacher - old) * tmask)
-    assert sig.OPIDShift(coef=0.5).loss(logp, old, teacher, tmask, 3.0) is None
+    assert sig.OPIDShift(coef=0.5).loss(logp, old, teacher, tmask) is None
     for s in (sig.OPD(beta=5.0, coef=0.01), sig.SkillSD(coef=0.001)):
-        term = s.loss(logp, old, teacher, tmask, 3.0)
+        term = s.loss(logp, old, teacher, tmask)
         torch.testing.assert_close(term.loss, s.coef * term.value)
         logp.grad = None
         term.loss.backward()
@@ -58,8 +58,8 @@ def test_a_new_method_is_a_pure_function_a_signal_and_one_table_entry(tmp_path, 
         coef: float
         name = "imitate"
 
-        def loss(self, logp, old, teacher, tmask, denom):
-            term = token_mean(-logp, tmask, denom)
+        def loss(self, logp, old, teacher, tmask):
+            term = token_mean(-logp, tmask, 1.0)
             return sig.SignalTerm(self.coef * term, term.detach(), {"tokens": tmask.sum()})
 
     monkeypatch.setitem(METHODS, "toy_imitate", MethodSpec("hindsight", "imitate"))  # the table entry
