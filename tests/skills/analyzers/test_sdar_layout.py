@@ -54,8 +54,11 @@ def test_an_sdar_skill_folder_loads_and_maps_task_types_as_sdar_does(tmp_path):
 def test_this_projects_layout_still_loads_and_names_itself():
     a = StaticSkillAnalyzer("sokoban")
     assert a.layout == "seedrl" and a.source["layout"] == "seedrl" and "general.md" in a.source["files"]
-    assert a.skill_for("anything") == a.skills["general"] + ("\n\n" + a.skills["anything"]
-                                                              if "anything" in a.skills else "")
+    assert a.skill_for("anything") == a.skills["general"]  # sokoban ships no task-type file
+    # with a task-type file: the general skill, then the type's
+    t = StaticSkillAnalyzer("textworld")
+    assert t.layout == "seedrl" and "coin.md" in t.source["files"]
+    assert t.skill_for("coin") == t.skills["general"] + "\n\n" + t.skills["coin"]
 
 
 def test_a_static_skill_run_records_its_skill_source(tmp_path):
