@@ -113,7 +113,10 @@ class Outcome:
 
 
 class EnvExecutor(Protocol):
-    """Runs the calls of a rollout's episodes on their envs; see the module docstring."""
+    """Runs the calls of a rollout's episodes on their envs; see the module docstring. ``restarts``
+    counts the workers started in place of one that died or hung (0 where none ever is)."""
+
+    restarts: int
 
     def open(self, n: int, deadline: float) -> list[Outcome]:
         """Make the envs of episodes ``0..n-1`` with the factory; one outcome each by ``deadline``
@@ -302,6 +305,8 @@ def _close_quietly(env: Env, done: Future) -> None:
 
 class ThreadExecutor:
     """Each episode's env on a daemon thread of its own; see the module docstring."""
+
+    restarts = 0  # a hung thread is left behind, never replaced
 
     def __init__(self, factory: Callable[[], Env], workers: int = 8) -> None:
         self.factory = factory

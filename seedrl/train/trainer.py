@@ -943,7 +943,7 @@ class Trainer:
                         "%.3f < %.2f): its groups mostly come out uniform and carry no advantage; start from a "
                         "less sharpened warm start (fewer SFT epochs)", metrics["rollout/decision_nll"], COLLAPSED_NLL)
         metrics["rollout/digests"] = rollout_digests(m_trajs)
-        if self._pool is not None and hasattr(self._pool, "restarts"):
+        if self._pool is not None:
             # env worker processes replaced this iteration (a dead or hung env; its neighbours were replayed)
             metrics["rollout/env_worker_restarts"] = self._pool.restarts - self._restarts_seen
             self._restarts_seen = self._pool.restarts
