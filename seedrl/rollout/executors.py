@@ -442,23 +442,19 @@ def _call_each(host: _EnvHost, calls: Mapping[int, Call]) -> Iterator[tuple[int,
 
 def _restore_each(host: _EnvHost, factory: Any, tapes: Mapping[int, list[tuple[Callable, tuple, Any]]]
                   ) -> Iterator[tuple[int, tuple[bool, Any]]]:
-    """Make each episode's env again and replay its recorded calls (:data:`REPLAYED`), each of which must
-    return what it returned the first time: ``(True, None)``, or ``(False, why not)``."""
-    try:
-        factory = _unpickled(factory)
-    except BaseException as exc:  # noqa: BLE001
-        for i in tapes:
-            yield i, (False, _describe(exc))
-        return
-    for i, tape in tapes.items():
+    """Make each episode's env again (:func:`_make_each`) and replay its recorded calls (:data:`REPLAYED`),
+    each of which must return what it returned the first time: ``(True, None)``, or ``(False, why not)``."""
+    for i, (ok, why) in _make_each(host, factory, list(tapes)):
+        if not ok:
+            yield i, (False, why)
+            continue
+        tape = tapes[i]
         try:
-            env = host.envs[i] = factory()
             for k, (fn, args, want) in enumerate(tape):
-                got = fn(env, *args)
-                if got != want:
+                if fn(host.envs[i], *args) != want:
                     raise SeedRLError(f"replaying call {k + 1} of {len(tape)} ({fn.__name__}) did not give what "
                                       f"it gave the first time (a nondeterministic env?)")
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:  # noqa: BLE001 -- reported, and that episode is lost
             yield i, (False, _describe(exc))
             continue
         yield i, (True, None)
