@@ -423,8 +423,9 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
             "ray_address": run_cfg.env.ray_address if run_cfg else None,
         }
         prec = resolve_precision(precision, device)
-        tok = load_tokenizer(model_path)
-        model = load_model(model_path, dtype, device, tokenizer=tok)
+        trust = bool(run_cfg and run_cfg.model.trust_remote_code)  # a run that chose to trust its model's code
+        tok = load_tokenizer(model_path, trust)
+        model = load_model(model_path, dtype, device, tokenizer=tok, trust_remote_code=trust)
         rollout_cfg = (run_cfg.rollout if run_cfg else RolloutConfig()).model_copy(update={"backend": backend_name})
         backend = make_backend(backend_name, model, tok, bf16=prec.bf16, seed=seed_list[0],
                                **backend_options(rollout_cfg))

@@ -53,6 +53,9 @@ class ModelConfig(_Strict):
     #: AVX512-BF16/AMX), fp32 elsewhere (seedrl.models.precision)
     precision: Literal["auto", "fp32", "bf16"] = "auto"
     gradient_checkpointing: bool = False
+    #: import Python code shipped with the model (a config.json ``auto_map``): off, so loading a model
+    #: folder or hub repo never runs its code; a folder that needs it is refused in one line
+    trust_remote_code: bool = False
 
     @field_validator("device")
     @classmethod

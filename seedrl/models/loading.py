@@ -97,10 +97,11 @@ def resolve_model_name(name_or_path: str) -> str:
     return str(converted_dir(name_or_path)) if name_or_path in PACKAGED else name_or_path
 
 
-def check_model_source(name_or_path: str) -> None:
+def check_model_source(name_or_path: str, trust_remote_code: bool = False) -> None:
     """Fail with one line, before anything is loaded, when ``name_or_path`` cannot name a model: a
     path that does not exist, a string that is not a hub repo id, a hub name that is not cached
-    while HF_HUB_OFFLINE=1 forbids downloading it, or a packaged model whose package is missing."""
+    while HF_HUB_OFFLINE=1 forbids downloading it, a packaged model whose package is missing, or a
+    folder whose config needs its own Python code while ``trust_remote_code`` is off."""
     from seedrl.models.packaged import PACKAGED, package_file
 
     if name_or_path in TINY_CONFIGS:
@@ -115,7 +116,7 @@ def check_model_source(name_or_path: str) -> None:
     if path.exists():
         if not path.is_dir():
             raise SeedRLError(f"model {name_or_path!r} is a file; give the model's folder (with config.json)")
-        check_model_folder(path)
+        check_model_folder(path, trust_remote_code)
         return
     if _looks_like_path(name_or_path):
         raise SeedRLError(f"model path {name_or_path!r} does not exist (no such folder from {os.getcwd()}); give "
@@ -165,13 +166,42 @@ def refused_global(exc: BaseException) -> str:
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json")
 
 
-def check_model_folder(path: Path) -> None:
+def remote_code_entry(config: dict[str, Any]) -> str | None:
+    """The ``auto_map`` entry a model config would make transformers import from the model's own folder
+    or repo ("AutoModelForCausalLM -> modeling_x.MyModel"), or ``None`` when transformers has the
+    architecture itself (a known ``model_type``: transformers then ignores ``auto_map`` unless
+    ``trust_remote_code`` is on)."""
+    from transformers import CONFIG_MAPPING
+
+    auto_map = config.get("auto_map")
+    if not isinstance(auto_map, dict) or not auto_map or config.get("model_type") in CONFIG_MAPPING:
+        return None
+    key = next((k for k in ("AutoModelForCausalLM", "AutoConfig") if k in auto_map), next(iter(auto_map)))
+    return f"{key} -> {auto_map[key]}"
+
+
+def _remote_code_refusal(where: str, entry: str | None) -> SeedRLError:
+    named = f" (auto_map: {entry})" if entry else ""
+    return SeedRLError(f"model {where} needs its own Python code to load{named}; seedrl never runs code shipped "
+                       f"with a model unless you set model.trust_remote_code=true (read that code first)")
+
+
+def check_model_folder(path: Path, trust_remote_code: bool = False) -> None:
     """One line, before transformers reads it, when a local folder cannot be a usable model: no
-    config.json, no tokenizer, or a truncated safetensors file (as ``--resume`` checks checkpoints)."""
+    config.json, no tokenizer, a truncated safetensors file (as ``--resume`` checks checkpoints), or a
+    config whose ``auto_map`` points at Python code in the folder while ``trust_remote_code`` is off."""
     if not (path / "config.json").is_file():
         raise SeedRLError(f"model folder {str(path)!r} has no config.json: it is not a Hugging Face model folder "
                           f"(give a run folder, a checkpoint, a model folder or a built-in model: "
                           f"{', '.join(builtin_names())})")
+    if not trust_remote_code:
+        try:
+            config = json.loads((path / "config.json").read_text())
+        except (OSError, ValueError) as exc:
+            raise SeedRLError(f"model folder {str(path)!r}: config.json is unreadable ({exc}); rewrite it") from None
+        entry = remote_code_entry(config) if isinstance(config, dict) else None
+        if entry:
+            raise _remote_code_refusal(repr(str(path)), entry)
     if not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise SeedRLError(f"model folder {str(path)!r} has no tokenizer ({' or '.join(TOKENIZER_FILES)}); save the "
                           f"model's tokenizer into it (tokenizer.save_pretrained)")
@@ -182,13 +212,14 @@ def check_model_folder(path: Path) -> None:
                               f"another checkpoint")
 
 
-def load_tokenizer(name_or_path: str):
-    """The tokenizer of a model; built-in names use the shipped one. Padding is on the left."""
+def load_tokenizer(name_or_path: str, trust_remote_code: bool = False):
+    """The tokenizer of a model; built-in names use the shipped one. Padding is on the left. Code
+    shipped with the model (an ``auto_map`` tokenizer class) runs only with ``trust_remote_code``."""
     from transformers import AutoTokenizer
 
     from seedrl.models.tokenizer import ASSET_DIR
 
-    check_model_source(name_or_path)
+    check_model_source(name_or_path, trust_remote_code)
     name_or_path = resolve_model_name(name_or_path)
     path = str(ASSET_DIR) if name_or_path in TINY_CONFIGS else str(Path(name_or_path).expanduser()) \
         if Path(name_or_path).expanduser().exists() else name_or_path
@@ -203,10 +234,14 @@ def load_tokenizer(name_or_path: str):
 
             tok = PreTrainedTokenizerFast.from_pretrained(path)
         else:
-            tok = AutoTokenizer.from_pretrained(path)
+            tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
     except OSError as exc:
         raise SeedRLError(f"cannot load tokenizer {name_or_path!r}: {str(exc).splitlines()[0]}; built-in "
                           f"models: {', '.join(builtin_names())}") from exc
+    except ValueError as exc:
+        if "trust_remote_code" in str(exc):  # transformers' refusal with trust_remote_code=False
+            raise _remote_code_refusal(f"{name_or_path!r} (its tokenizer)", None) from None
+        raise
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
@@ -242,29 +277,37 @@ def load_model(
     lora: dict[str, Any] | None = None,
     init_seed: int = 0,
     tokenizer=None,
+    trust_remote_code: bool = False,
 ):
     """Return a causal LM on ``device`` in ``dtype``, optionally wrapped with a peft LoRA adapter.
 
     ``tiny-*`` names build a fresh model whose weights depend only on ``init_seed``.
     ``lora`` is a dict of ``peft.LoraConfig`` fields (e.g. ``{"r": 8, "lora_alpha": 16}``);
-    target modules default to every linear layer.
+    target modules default to every linear layer. Python code shipped with the model (a config's
+    ``auto_map``) is never imported unless ``trust_remote_code`` is set: transformers would otherwise
+    ask on a terminal and run it on "y".
     """
     from transformers import AutoModelForCausalLM
 
     torch_dtype = resolve_dtype(dtype)
     if name_or_path in TINY_CONFIGS:
-        tokenizer = tokenizer or load_tokenizer(name_or_path)
+        tokenizer = tokenizer or load_tokenizer(name_or_path, trust_remote_code)
         with torch.random.fork_rng(devices=[]):  # the init seed must not disturb the run's RNG
             torch.manual_seed(init_seed)
             model = AutoModelForCausalLM.from_config(tiny_config(name_or_path, tokenizer))
         model = model.to(dtype=torch_dtype)
     else:
-        check_model_source(name_or_path)
+        check_model_source(name_or_path, trust_remote_code)
         name_or_path = resolve_model_name(name_or_path)
         if Path(name_or_path).expanduser().exists():
             name_or_path = str(Path(name_or_path).expanduser())
         try:
-            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype)
+            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype,
+                                                         trust_remote_code=trust_remote_code)
+        except ValueError as exc:
+            if "trust_remote_code" in str(exc):  # a hub model whose config needs its own code
+                raise _remote_code_refusal(repr(name_or_path), None) from None
+            raise
         except OSError as exc:
             raise SeedRLError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from exc
         except pickle.UnpicklingError as exc:  # a pickled pytorch_model.bin that is more than tensors

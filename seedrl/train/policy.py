@@ -33,8 +33,9 @@ def build_policy(m: ModelConfig, *, lora: bool = True, what: str = "model",
     Refuses (one line) trainable parameters that are not fp32; the resolved precision is logged once
     (``announce`` also receives the line, e.g. to print it)."""
     precision = resolve_precision(m.precision, m.device)
-    tokenizer = load_tokenizer(m.name)
-    model = load_model(m.name, m.dtype, m.device, m.lora if lora else None, m.init_seed, tokenizer=tokenizer)
+    tokenizer = load_tokenizer(m.name, m.trust_remote_code)
+    model = load_model(m.name, m.dtype, m.device, m.lora if lora else None, m.init_seed, tokenizer=tokenizer,
+                       trust_remote_code=m.trust_remote_code)
     if m.gradient_checkpointing:  # transformers 5 renamed it activation checkpointing
         (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
     check_trainable_fp32(model, f"{what} {m.name}")

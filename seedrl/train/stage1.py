@@ -70,8 +70,9 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
         raise SeedRLError(f"--skip-tasks {skip_tasks} leaves no task: {e.name}/{e.train_split} has "
                           f"{len(panel.task_ids)}")
     bf16 = resolve_precision(m.precision, m.device).bf16
-    tok = load_tokenizer(m.name)
-    model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=tok)
+    tok = load_tokenizer(m.name, m.trust_remote_code)
+    model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=tok,
+                       trust_remote_code=m.trust_remote_code)
     backend = make_backend(cfg.rollout.backend, model, tok, bf16=bf16, seed=cfg.seed, **backend_options(cfg.rollout))
     analyzer = make_analyzer(cfg, backend, tok, bf16=bf16, source="hindsight")
     task_ids, type_counts = select_tasks(panel.task_ids[skip_tasks:], tasks, env_class(e.name).task_type,

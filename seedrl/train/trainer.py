@@ -266,7 +266,8 @@ class Trainer:
             (self.run_dir / "precision.json").write_text(json.dumps(asdict(self.precision), indent=1))
         self.ref_model = None
         if cfg.algo.kl_coef > 0 and not m.lora:  # LoRA: the reference is the base with adapters off
-            self.ref_model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=self.tokenizer)
+            self.ref_model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=self.tokenizer,
+                                        trust_remote_code=m.trust_remote_code)
             self.ref_model.requires_grad_(False).eval()
         if self.fsdp_plan is not None:  # before the optimizer, which must hold the sharded parameters
             layers = fsdp.shard(self.model, self.fsdp_plan)
