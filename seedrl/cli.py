@@ -347,6 +347,12 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
                                                     "evaluation: play each task, let the analyzer (oracle | self) "
                                                     "write a skill about it, play it again with the skill in the "
                                                     "prompt; reports the skill lift, never a success rate"),
+          against: Optional[str] = typer.Option(None, "--against", help="with --with-skills: the plain start "
+                                                "(a checkpoint) whose skill-free success the model's is compared "
+                                                "with on the same tasks (the 'harm' of a literacy recipe)"),
+          follow_decisions: int = typer.Option(3, "--follow-decisions", help="with --with-skills: the steps of "
+                                               "each plain attempt where a counterfactual skill (another sensible "
+                                               "action) is offered, where the env's oracle writes them; 0: none"),
           verbose: bool = typer.Option(False, "--verbose", "-v")) -> None:
     """Evaluate a model on fixed panels (plain prompts, never a skill): success, score, episode
     length, invalid-action rate, per task type; JSON with panel hashes, config and commit.
@@ -429,9 +435,12 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         rollout_cfg = (run_cfg.rollout if run_cfg else RolloutConfig()).model_copy(update={"backend": backend_name})
         backend = make_backend(backend_name, model, tok, bf16=prec.bf16, seed=seed_list[0],
                                **backend_options(rollout_cfg))
+        if against is not None and with_skills is None:
+            raise SeedRLError("--against compares skill-free success under --with-skills; add --with-skills oracle")
         if with_skills is not None:
             _skill_lift(with_skills, backend, tok, model, panels, settings, seed_list, run_cfg, env_name, prec,
-                        model_path, out)
+                        model_path, out, against=against, follow_decisions=follow_decisions, dtype=dtype,
+                        device=device)
             return
         results = {p.split: combine_seeds([evaluate(backend, tok, p, seed=sd, **settings) for sd in seed_list])
                    for p in panels}
@@ -455,12 +464,21 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
 
 
 def _skill_lift(source: str, backend, tok, model, panels, settings, seed_list, run_cfg, env_name, prec,
-                model_path, out) -> None:
-    """``seedrl eval --with-skills``: the skill-lift diagnostic on every panel (one seed)."""
+                model_path, out, *, against: str | None = None, follow_decisions: int = 3, dtype: str = "float32",
+                device: str = "cpu") -> None:
+    """``seedrl eval --with-skills``: the skill-lift diagnostic on every panel (one seed), with the
+    skill-following probe where the env writes counterfactual skills, and with ``against``, the harm:
+    the model's skill-free success minus the plain start's on the same tasks."""
     from seedrl.config import TrainConfig
+    from seedrl.eval.evaluate import evaluate
+    from seedrl.eval.skill_follow import has_counterfactual
     from seedrl.eval.skill_lift import skill_lift
+    from seedrl.experiments.stats import mcnemar_exact
     from seedrl.methods.sources import make_analyzer
+    from seedrl.models.loading import load_model, load_tokenizer
     from seedrl.provenance import git_commit
+    from seedrl.rollout.backends import HFBackend
+    from seedrl.train.checkpoint import resolve_checkpoint
 
     if source not in ("oracle", "self"):
         raise SeedRLError(f"--with-skills takes oracle or self, got {source!r}")
@@ -470,11 +488,39 @@ def _skill_lift(source: str, backend, tok, model, panels, settings, seed_list, r
     cfg = base.model_copy(update={"env": base.env.model_copy(update={"name": env_name}),
                                   "skills": base.skills.model_copy(update={"analyzer": source})})
     analyzer = make_analyzer(cfg, backend, tok, bf16=prec.bf16, source="hindsight")
-    results = {p.split: skill_lift(backend, tok, model, p, analyzer, seed=seed_list[0], bf16=prec.bf16, **settings)
+    if follow_decisions < 0:
+        raise SeedRLError(f"--follow-decisions must be at least 0, got {follow_decisions}")
+    results = {p.split: skill_lift(backend, tok, model, p, analyzer, seed=seed_list[0], bf16=prec.bf16,
+                                   follow_decisions=follow_decisions, **settings)
                for p in panels}
+    for r in results.values():  # the headline keys of a skill-following result
+        r["oracle_lift"] = r["lift"]
+        r["mcnemar_p"] = mcnemar_exact(r["won_only_without_skill"], r["won_only_with_skill"])
+        r["follow_rate"] = r["follow"]["follow_rate"] if r.get("follow") else None
+        r["harm"] = None
+    baseline_path = None
+    if against is not None:
+        baseline_path, base_cfg = resolve_checkpoint(against)
+        trust = bool(base_cfg and base_cfg.model.trust_remote_code)
+        btok = load_tokenizer(baseline_path, trust)
+        bmodel = load_model(baseline_path, dtype, device, tokenizer=btok, trust_remote_code=trust)
+        for p in panels:
+            r = results[p.split]
+            plain = evaluate(HFBackend(bmodel, btok, bf16=prec.bf16), btok, p, seed=seed_list[0], **settings)
+            base_won = {t["task_id"]: bool(t["won"]) for t in plain["tasks"]}
+            won = {t["task_id"]: bool(t["won"]) for t in r["tasks"]}
+            if set(base_won) != set(won):
+                raise SeedRLError(f"--against played other tasks on {p.split} than the model; this is a bug")
+            r["against"] = {"model": baseline_path, "success": plain["success_rate"],
+                            "won_only_by_start": sum(base_won[k] and not won[k] for k in won),
+                            "won_only_by_model": sum(won[k] and not base_won[k] for k in won)}
+            r["harm"] = r["success_plain_all"] - plain["success_rate"]
+            r["against"]["mcnemar_p"] = mcnemar_exact(r["against"]["won_only_by_start"],
+                                                      r["against"]["won_only_by_model"])
     res = {"diagnostic": "skill_lift", "model": model_path, "env": env_name, "analyzer": source,
-           "commit": git_commit(), "precision": prec.describe(),
-           "config": {"eval": settings, "skills": cfg.skills.model_dump(mode="json")}, "panels": results}
+           "commit": git_commit(), "precision": prec.describe(), "against": baseline_path,
+           "config": {"eval": settings, "skills": cfg.skills.model_dump(mode="json"),
+                      "follow_decisions": follow_decisions}, "panels": results}
     if out:
         _write_out(out, res)
     for sp, r in results.items():
@@ -485,8 +531,19 @@ def _skill_lift(source: str, backend, tok, model, panels, settings, seed_list, r
         console.print(f"DIAGNOSTIC skill lift ({source} skills; not a success rate) {env_name}/{sp} "
                       f"[panel {r['panel_hash']}]: {r['with_skill']}/{r['num_tasks']} tasks got a skill; on them "
                       f"success {r['success_without_skill']:.3f} without -> {r['success_with_skill']:.3f} with the skill "
-                      f"(won only with {r['won_only_with_skill']}, only without {r['won_only_without_skill']}); "
-                      f"teacher above student: {shift}", markup=False)
+                      f"(won only with {r['won_only_with_skill']}, only without {r['won_only_without_skill']}, "
+                      f"McNemar p {r['mcnemar_p']:.2g}); teacher above student: {shift}", markup=False)
+        f = r.get("follow")
+        if f is not None:
+            console.print(f"  skill following: {'n/a' if f['follow_rate'] is None else format(f['follow_rate'], '.3f')}"
+                          f" of {f['decisions']} decisions switch to the action a counterfactual skill names "
+                          f"(kept their own {f['kept_rate'] or 0:.3f})" if f["decisions"] else
+                          f"  skill following: n/a ({'no plain step had a parsable action to disagree with' if has_counterfactual(env_name) else 'this env' + chr(39) + 's oracle writes no counterfactual skills'})",
+                          markup=False)
+        if r["harm"] is not None:
+            console.print(f"  skill-free success {r['success_plain_all']:.3f} vs the plain start's "
+                          f"{r['against']['success']:.3f}: harm {r['harm']:+.3f} (McNemar p "
+                          f"{r['against']['mcnemar_p']:.2g})", markup=False)
 
 
 @app.command()

@@ -22,6 +22,10 @@ For each task of a panel:
 Reported: success without and with the skill on the tasks that got one (paired on the same tasks),
 the lift and how many tasks were won only with / only without it, the parse rate, and the teacher
 shift. The plain first attempt over all tasks equals ``seedrl eval``'s result on the panel.
+
+Where the env's oracle writes counterfactual skills, the same first attempts also feed the skill-following
+probe (:mod:`seedrl.eval.skill_follow`): at each of their first ``follow_decisions`` steps, a skill that
+names another sensible action than the one the policy took; ``follow_rate`` is how often it switches.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import torch
 
 from seedrl.envs.panels import Panel
 from seedrl.envs.registry import env_class
+from seedrl.eval.skill_follow import counterfactual_decisions, follow_probe, follow_summary
 from seedrl.models.scoring import pack, response_logits, unalign
 from seedrl.rollout.backends import GenerationBackend, SamplingParams
 from seedrl.rollout.executors import EnvFactory
@@ -47,9 +52,10 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
                temperature: float = 0.4, batch_size: int = 32, seed: int = 0, num_tasks: int | None = None,
                step_timeout_s: float = 60.0, env_workers: int = 8, executor: str = "thread",
                ray_address: str | None = None, bf16: bool = False,
-               micro_batch_size: int = 16) -> dict[str, Any]:
+               micro_batch_size: int = 16, follow_decisions: int = 3) -> dict[str, Any]:
     """Run the probe on ``panel`` (see the module docstring); ``model`` scores the teacher/student
-    log-probs, ``analyzer`` has ``analyze(trajectories) -> [AnalysisResult]``."""
+    log-probs, ``analyzer`` has ``analyze(trajectories) -> [AnalysisResult]``; ``follow_decisions``:
+    the steps of each first attempt the skill-following probe asks about (0: none)."""
     played = panel.subset(num_tasks)  # the same seeded, type-stratified subset `seedrl eval` plays
     task_ids = list(played.task_ids)
     cls = env_class(panel.env)
@@ -61,6 +67,7 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
         step_timeout_s=step_timeout_s, env_workers=env_workers, executor=executor,
         ray_address=ray_address)
     rows: list[dict[str, Any]] = []
+    follows: list[dict[str, Any]] = []
     deltas: list[torch.Tensor] = []
     disagreement: dict[str, float] = {}
     t0 = time.perf_counter()
@@ -69,6 +76,12 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
         first = rollout(backend, tokenizer, EnvFactory(panel.env, panel.env_kwargs), chunk, 1, settings,
                         seed=seed + start, traj_offset=start)
         playable = [t for t in first if t.error is None and t.steps]
+        if follow_decisions > 0:
+            decisions = counterfactual_decisions(panel.env, dict(panel.env_kwargs), playable,
+                                                 max_decisions=follow_decisions, seed=seed)
+            follows += follow_probe(backend, tokenizer, panel.env, dict(panel.env_kwargs), decisions,
+                                    sampling=settings.sampling, max_prompt_tokens=max_prompt_tokens,
+                                    seed=seed + start, batch_size=batch_size)
         results = {t.task_id: r for t, r in zip(playable, analyzer.analyze(playable))}
         skills = {tid: r.skill for tid, r in results.items() if r.skill}
 
@@ -94,6 +107,7 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
                          "won_with_skill": None if second is None else second.won,
                          "steps": len(t.steps), "steps_with_skill": None if second is None else len(second.steps)})
     return _summary(panel, played, rows, deltas, disagreement, analyzer) | {
+        "follow": follow_summary(follows) if follow_decisions > 0 else None, "follow_decisions": follows,
         "greedy": greedy, "temperature": None if greedy else temperature, "seed": seed,
         "time_s": time.perf_counter() - t0, "tasks": rows}
 

@@ -91,3 +91,22 @@ def test_distribution_disagreement_is_zero_for_one_prompt_and_counts_every_respo
         am = response_logits(tiny_model, b).argmax(-1)[0, -5:]
     _, single = distribution_disagreement(tiny_model, [prompts[1]], [other[1]], [responses[1]], pad, micro=1)
     assert single["teacher_argmax_not_sampled"] == float((am != torch.tensor(responses[1])).sum())
+
+
+def test_with_skills_reports_the_skill_following_keys_and_harm_against_a_start(tmp_path):
+    runner = CliRunner()
+    base = ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--split", "valid_seen", "--num-tasks", "3",
+            "--max-steps", "2"]
+    r = runner.invoke(app, base + ["--against", "tiny-micro"])
+    assert r.exit_code == 2 and "add --with-skills oracle" in r.output
+    r = runner.invoke(app, base + ["--with-skills", "oracle", "--against", "tiny-micro", "--out",
+                                   str(tmp_path / "f.json")])
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "f.json").read_text())
+    p = res["panels"]["valid_seen"]
+    assert res["against"] == "tiny-micro" and res["config"]["follow_decisions"] == 3
+    assert p["oracle_lift"] == p["success_with_skill"] - p["success_without_skill"]
+    assert 0 <= p["mcnemar_p"] <= 1 and "follow" in p and "follow_rate" in p
+    # the same model against itself: the same skill-free games, so no harm and no discordant task
+    assert p["harm"] == p["success_plain_all"] - p["against"]["success"] == 0.0
+    assert p["against"]["won_only_by_start"] == p["against"]["won_only_by_model"] == 0

@@ -351,3 +351,25 @@ def _sokoban_no_deadlock(traj: Trajectory, state: SokobanPrivilegedState, histor
     skill = (f"{cond}, do not wander: {plan}, and keep pushing straight until it is on the target; other moves "
              f"waste steps.")
     return summary, skill
+
+
+def counterfactual(env: SokobanEnv, default_action: str, rng: Any) -> tuple[str, str] | None:
+    """Another valid solution from the live ``env``'s state: a move other than ``default_action`` that
+    moves the player, creates no simple deadlock and after which the room is still solvable, with the
+    shortest such solution (ties in ``rng``'s order). ``(skill, move)``, or ``None`` when no other move
+    keeps the room solvable. The env is not changed."""
+    state = env._require_state()
+    best: tuple[int, str, list[str]] | None = None
+    moves = [m for m in MOVES if m != str(default_action).strip().lower()]
+    rng.shuffle(moves)
+    for m in moves:
+        new, _ = apply_action(state, m)
+        if new.key() == state.key() or simple_deadlock(new):
+            continue
+        plan = solve(new)
+        if plan is not None and (best is None or len(plan) < best[0]):
+            best = (len(plan), m, list(plan))
+    if best is None:
+        return None
+    _, move, plan = best
+    return f"From here, move {move} first: a solution goes {_runs_text(_runs([move, *plan]))}.", move
