@@ -884,6 +884,7 @@ class Trainer:
             if self.method.uses_skills:
                 with stage("analysis"):
                     results = self.analyze(trajs)
+                    check_facts(self.cfg.env.name, trajs, results)  # on this rank's own privileged states
                 skills = {r.traj_id: r.skill for r in results if r.skill}
                 # OPID critical-step skills: only with skills.step_skills, only beside an episode skill
                 step_skills = ({r.traj_id: r.step_skills for r in results if r.skill and r.step_skills}
@@ -932,6 +933,7 @@ class Trainer:
             if self.world.main:
                 self.save_skills(m_trajs, results)
             skill_metrics = teacher_metrics(results, m_samples, m_old, teacher_logp, signal, m_adv)
+            skill_metrics |= fact_metrics(results, {t.traj_id: t.won for t in m_trajs})
             if routed is not None:
                 # share of the samples with a teacher signal that were scored with a step skill
                 skill_metrics["skills/step_skill_frac"] = routed / max(1.0, float(signal.sum()))
@@ -967,7 +969,7 @@ class Trainer:
                 t = by_id[r.traj_id]
                 f.write(json.dumps({"iteration": self.iteration + 1, "traj_id": r.traj_id, "task_id": t.task_id,
                                     "success": t.won, "skill": r.skill, "summary": r.summary, "error": r.error,
-                                    "raw": r.raw[:2000]}
+                                    "fact_agrees": r.fact_agrees, "raw": r.raw[:2000]}
                                    | ({"step_skills": {str(k): v for k, v in sorted(r.step_skills.items())}}
                                       if r.skill and r.step_skills else {})) + "\n")
 
@@ -1186,16 +1188,28 @@ def split_by_key(order: list[int], keys: list[tuple], size: int) -> list[list[in
     return [b for b in out if b]
 
 
+def replay_demonstrations(env_name: str, env_kwargs: dict[str, Any], *, tasks: int, max_steps: int,
+                          history_length: int, noise: float, seed: int) -> list[dict[str, Any]]:
+    """The (messages, response) rows ``algo.replay_coef`` replays, before tokenizing: the expert on the
+    first ``tasks`` (``algo.replay_demo_tasks``) tasks of the env's ``train`` split (what an SFT warm
+    start learns from, never the tasks of ``env.train_split`` when that names an evaluation split),
+    played with ``noise`` (``algo.replay_demo_noise``) random actions seeded by the run's seed. Plain
+    arguments, so a comparison's held-out panel (:mod:`seedrl.experiments.heldout`) rebuilds the same
+    rows from a cell's recorded config."""
+    from seedrl.train.sft import expert_demonstrations
+
+    panel = build_panel(env_name, "train", tasks, **env_kwargs)
+    return expert_demonstrations(env_name, env_kwargs, list(panel.task_ids), max_steps=max_steps,
+                                 history_length=history_length, noise=noise, seed=seed)
+
+
 def replay_pool(cfg: TrainConfig, tokenizer) -> list[tuple[list[int], list[int]]]:
-    """The demonstrations ``algo.replay_coef`` replays: the expert on the first
-    ``algo.replay_demo_tasks`` tasks of the env's ``train`` split (what an SFT warm start learns
-    from, never the tasks of ``env.train_split`` when that names an evaluation split), played with
-    ``algo.replay_demo_noise`` random actions, tokenized as SFT tokenizes them."""
-    from seedrl.train.sft import expert_demonstrations, tokenize_pairs
+    """The demonstrations ``algo.replay_coef`` replays (:func:`replay_demonstrations`), tokenized as
+    SFT tokenizes them."""
+    from seedrl.train.sft import tokenize_pairs
 
     e, a = cfg.env, cfg.algo
-    panel = build_panel(e.name, "train", a.replay_demo_tasks, **e.kwargs)
-    rows = expert_demonstrations(e.name, e.kwargs, list(panel.task_ids), max_steps=e.max_steps,
+    rows = replay_demonstrations(e.name, e.kwargs, tasks=a.replay_demo_tasks, max_steps=e.max_steps,
                                  history_length=e.history_length, noise=a.replay_demo_noise, seed=cfg.seed)
     if not rows:
         raise SeedRLError(f"algo.replay_coef > 0 replays expert demonstrations, and {e.name}'s expert gave none; "

@@ -85,9 +85,9 @@ def _demo_pairs(cfg, tokenizer, split: str) -> list[tuple[list[int], list[int]]]
 def test_replay_demonstrations_are_the_train_splits_even_in_a_fit_check_on_an_evaluated_split(tmp_path):
     """A fit check trains on part of the evaluated panel (``env.train_split=valid_seen``); the replayed
     demonstrations must still be the ``train`` split's. Seen red on two broken versions of
-    ``replay_pool`` (seedrl/train/trainer.py): demonstrations drawn from the evaluation split
-    (``build_panel(e.name, cfg.eval.split, ...)``) and from ``env.train_split``
-    (``build_panel(e.name, e.train_split, ...)``): the pool then equals the valid_seen demonstrations."""
+    ``replay_pool``/``replay_demonstrations`` (seedrl/train/trainer.py): demonstrations drawn from the
+    evaluation split (``build_panel(..., cfg.eval.split, ...)``) and from ``env.train_split``
+    (``build_panel(..., e.train_split, ...)``): the pool then equals the valid_seen demonstrations."""
     cfg = tiny_cfg(tmp_path / "run", **(CHEAP | {"algo.replay_coef": 0.5, "algo.replay_demo_tasks": 3,
                                                  "env.train_split": "valid_seen", "env.train_size": 4,
                                                  "eval.split": "valid_seen"}))
