@@ -51,6 +51,7 @@ from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
 from seedrl.rollout.runner import RolloutSettings, rollout
 from seedrl.rollout.types import StepSample, Trajectory, penalized
 from seedrl.skills.analyzers.base import AnalysisResult
+from seedrl.skills.facts import check_facts, fact_metrics
 from seedrl.train import fsdp
 from seedrl.train.checkpoint import (
     checkpoint_dirs,

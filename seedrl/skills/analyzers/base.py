@@ -26,6 +26,9 @@ class AnalysisResult:
     #: OPID critical-step skills, 0-based step index -> skill; empty unless ``skills.step_skills`` is on.
     #: Only meaningful with an episode ``skill`` (a trajectory without one gets no signal at all).
     step_skills: dict[int, str] = field(default_factory=dict)
+    #: whether the facts the skill states agree with the env's oracle (``seedrl.skills.facts``); None:
+    #: not checked (no skill, no checkable fact, an env without the check)
+    fact_agrees: bool | None = None
 
 
 class Analyzer(Protocol):
