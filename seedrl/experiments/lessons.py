@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from seedrl.errors import SeedRLError
+from seedrl.skills.facts import agreement
 
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_MIN_RECUR = 3
@@ -320,11 +321,13 @@ def lessons_report(run_dir: Path | Sequence[Path], threshold: float = DEFAULT_TH
         trend, rates = _trend(its, by_it, parsed_by_it)
         count = len(members)
         won = sum(1 for r in members if r.get("success"))
+        facts, _ = agreement(r.get("fact_agrees") for r in members)
         examples = [f"{r['_run']}:{r['traj_id']}" if many else r["traj_id"] for r in _spread(members, MAX_EXAMPLES)]
         candidate = count >= min_recur
         lessons.append({
             "text": rep, "count": count, "iterations": {str(i): by_it[i] for i in sorted(by_it)},
             "trend": trend, "rates": rates, "success_rate": round(won / count, 4), "examples": examples,
+            "fact_agreement": _round(facts),
             "candidate": candidate, "kind": suggest_kind(rep) if candidate else None,
             "members": [rep] + [t for t, _ in sorted(variants.items(), key=lambda kv: (-kv[1], kv[0]))
                                 if t != rep][: MAX_MEMBERS - 1],
@@ -333,13 +336,18 @@ def lessons_report(run_dir: Path | Sequence[Path], threshold: float = DEFAULT_TH
     lessons.sort(key=lambda x: (-x["count"], x["text"]))
     for i, les in enumerate(lessons, 1):
         les["id"] = i
+    fact_agreement = {}
+    for tag, want in (("all", None), ("success", True), ("failure", False)):
+        share, n = agreement(r.get("fact_agrees") for r in parsed_rows if want is None or bool(r.get("success")) is want)
+        fact_agreement[tag] = {"share": _round(share), "checked": n}
     report = {
         "runs": [str(p) for p in runs], "run_labels": labels, "analysed": len(rows), "parsed": len(parsed_rows),
+        "fact_agreement": fact_agreement,
         "parse_failures": len(rows) - len(parsed_rows), "unreadable_lines": unreadable, "iterations": its,
         "threshold": threshold, "min_recur": min_recur,
         "method": "TF-IDF cosine, leader clustering (see seedrl/experiments/lessons.py)",
         "lessons": [{k: les[k] for k in ("id", "text", "count", "iterations", "trend", "rates", "success_rate",
-                                          "examples", "candidate", "kind", "members", "variants")}
+                                          "fact_agreement", "examples", "candidate", "kind", "members", "variants")}
                     for les in lessons],
     }
     report["markdown"] = render_markdown(report)
@@ -379,16 +387,21 @@ def render_markdown(rep: dict[str, Any]) -> str:
                f"parse failures (counted, not grouped): {rep['parse_failures']}"
                + (f"; unreadable lines: {rep['unreadable_lines']}" if rep["unreadable_lines"] else ""))
     out.append(f"- iterations: {its[0]}–{its[-1]} ({len(its)})" if its else "- iterations: none")
+    fa = rep.get("fact_agreement") or {}
+    if fa.get("all", {}).get("checked"):
+        out.append(f"- facts that agree with the env's oracle: {_pct(fa['all']['share'])} of {fa['all']['checked']} "
+                   f"checkable skills (of won episodes {_pct(fa['success']['share'])} of {fa['success']['checked']}, "
+                   f"of lost ones {_pct(fa['failure']['share'])} of {fa['failure']['checked']})")
     out.append(f"- grouping: {rep['method']}, threshold {rep['threshold']}; {len(les)} lessons, "
                f"{len(cands)} recurring at least {rep['min_recur']} times (system-design candidates)")
     out.append("- trend: rate per parsed skill, first half → second half of the iterations; fading = late "
                "≤ half the early rate, rising = late ≥ twice it, else persistent. Kind: a keyword heuristic.")
     out.append("")
-    head = ["| # | count | trend | success | kind | lesson |", "|---:|---:|---|---:|---|---|"]
+    head = ["| # | count | trend | success | facts agree | kind | lesson |", "|---:|---:|---|---:|---:|---|---|"]
 
     def row(x: dict[str, Any]) -> str:
         return (f"| {x['id']} | {x['count']} | {_trend_cell(x)} | {_pct(x['success_rate'])} | "
-                f"{x['kind'] or ''} | {_cell(x['text'])} |")
+                f"{_pct(x.get('fact_agreement'))} | {x['kind'] or ''} | {_cell(x['text'])} |")
 
     out.append(f"## System-design candidates (≥ {rep['min_recur']} occurrences)")
     out.append("")

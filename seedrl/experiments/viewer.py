@@ -43,6 +43,9 @@ RUN_CHARTS = (
     ("Losses", ("loss/pg", "loss/opd", "loss/skill_sd", "loss/kl", "loss/entropy")),
     ("Skills", ("skills/signal_frac", "skills/parse_rate", "teacher/delta_pos_frac", "teacher/delta_tail_frac",
                 "teacher/adv_agree_gradw", "opd/gate_mean")),
+    # the share of self-written skills whose facts the env's oracle confirms (envs with the check)
+    ("Skill facts agree with the oracle", ("skills/fact_agreement", "skills/fact_agreement_success",
+                                           "skills/fact_agreement_failure")),
     # p01/p99 stay in metrics.jsonl: on one axis their tails flatten every other line
     ("Teacher - student shift", ("teacher/delta_p10", "teacher/delta_mean", "teacher/delta_p90")),
     ("Shift where it trains", ("teacher/delta_abs_gradw", "teacher/delta_mean_adv_pos",
@@ -206,6 +209,9 @@ function renderTraj(it, t) {
   if (t.steps_omitted) main.append(el('div', 'muted', t.steps_omitted + ' more steps left out (trace size cap)'));
   if (t.parse === 'parsed') {
     side.append(el('b', null, 'skill'), el('div', 'skill', t.skill));
+    if (t.fact_agrees === true || t.fact_agrees === false)
+      side.append(el('div', t.fact_agrees ? 'muted' : 'err',
+                     t.fact_agrees ? "facts agree with the env's oracle" : "facts contradict the env's oracle"));
     if (t.summary) side.append(el('div', 'muted', 'summary: ' + t.summary));
     if (t.step_skills) for (const [k, v] of Object.entries(t.step_skills))
       side.append(el('div', 'muted', 'step ' + (Number(k) + STEP_BASE) + ': ' + v));
@@ -439,6 +445,10 @@ def _find_run(folder: Path, run_dir: str | None) -> Path | None:
     return None
 
 
+#: how a comparison's skill list marks the oracle's verdict on a skill's facts
+_FACTS = {True: " · facts agree with the oracle", False: " · facts contradict the oracle"}
+
+
 def render_comparison(folder: Path, skills_per_cell: int = 4) -> str:
     folder = Path(folder)
     cells = []
@@ -476,7 +486,8 @@ def render_comparison(folder: Path, skills_per_cell: int = 4) -> str:
             if len(picked) >= skills_per_cell:
                 break
         items = "".join(f'<div class="skill" style="margin:4px 0"><span class="muted">iteration {e(r.get("iteration"))}'
-                        f' · {"won" if r.get("success") else "failed"}</span><br>{e(r["skill"])}</div>' for r in picked)
+                        f' · {"won" if r.get("success") else "failed"}'
+                        f'{_FACTS.get(r.get("fact_agrees"), "")}</span><br>{e(r["skill"])}</div>' for r in picked)
         cols.append(f'<div class="cellskills"><b>{e(c["_name"])}</b> <span class="muted">{e(run)}</span>'
                     f'{items or "<p class=muted>no parsed skill</p>"}</div>')
     if cols:

@@ -147,7 +147,7 @@ def build_trace(iteration: int, trajs: list[Trajectory], samples: list[StepSampl
             "task": t.task_description[:MAX_OBS_CHARS], "won": t.won, "truncated": t.truncated,
             "error": t.error, "episode_reward": t.episode_reward, "num_steps": len(t.steps), "parse": parse,
             "skill": r.skill if r else None, "summary": r.summary if r else None,
-            "analysis_error": r.error if r else None,
+            "analysis_error": r.error if r else None, "fact_agrees": r.fact_agrees if r else None,
             "raw": (r.raw or "")[:MAX_RAW_CHARS] if r and not r.skill else None,
             "step_skills": ({str(a): b for a, b in sorted(r.step_skills.items())} if r and r.step_skills else None),
             "steps_omitted": 0, "steps": [],

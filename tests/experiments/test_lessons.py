@@ -215,3 +215,22 @@ def test_lessons_command_through_the_cli(tmp_path):
     assert [x["count"] for x in rep["lessons"]] == [3, 1] and [x["candidate"] for x in rep["lessons"]] == [True, False]
     r = CliRunner().invoke(app, ["lessons", str(run), "--threshold", "2"])
     assert r.exit_code == 2 and "threshold" in r.output
+
+
+def test_fact_agreement_overall_by_outcome_and_per_lesson(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [(1, 0, "The apple was in the fridge; look there first.", True, True),
+            (1, 1, "The apple was in the fridge; look there first!", False, False),
+            (2, 2, "The apple was in the fridge, look there first.", False, True),
+            (2, 3, "Always end every reply with one action in tags.", False, None)]
+    (run / "skills.jsonl").write_text("".join(json.dumps(
+        {"iteration": it, "traj_id": i, "task_id": f"t{i}", "success": won, "skill": sk, "fact_agrees": fa}) + "\n"
+        for it, i, sk, won, fa in rows))
+    rep = lessons_report(run)
+    assert rep["fact_agreement"] == {"all": {"share": round(2 / 3, 4), "checked": 3}, "success": {"share": 1.0, "checked": 1},
+                                     "failure": {"share": 0.5, "checked": 2}}
+    apple = next(x for x in rep["lessons"] if "apple" in x["text"])
+    assert apple["count"] == 3 and apple["fact_agreement"] == round(2 / 3, 4)
+    assert "facts that agree with the env's oracle: 66.7% of 3 checkable skills" in rep["markdown"]
+    assert next(x for x in rep["lessons"] if "tags" in x["text"])["fact_agreement"] is None

@@ -228,12 +228,16 @@ def test_comparison_folder_shows_curves_and_cells_skills(tmp_path):
     run = tmp_path / "runs" / "seed0"
     run.mkdir(parents=True)
     (run / "skills.jsonl").write_text(json.dumps({"iteration": 3, "traj_id": 1, "success": True,
-                                                  "skill": f"push right {EVIL}"}) + "\n")
+                                                  "skill": f"push right {EVIL}"}) + "\n"
+                                      + json.dumps({"iteration": 3, "traj_id": 2, "success": False,
+                                                    "skill": "The apple was in drawer 2.", "fact_agrees": False})
+                                      + "\n")
     cell["run_dir"] = str(run)
     (folder / "cells" / "seed-seed0.json").write_text(json.dumps(cell))
     text = render(folder)
     assert text.count('<svg class="chart"') >= 1 and "polyline" in text
     assert "Skills, side by side" in text and "push right &lt;/script&gt;" in text and EVIL not in text
+    assert text.count("facts contradict the oracle") == 1 and "facts agree with the oracle" not in text
     assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")  # nothing from a network
 
 
