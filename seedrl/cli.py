@@ -141,6 +141,14 @@ def _write_out(out: Path, res: dict) -> None:
         raise SeedRLError(f"could not write --out {str(out)!r} ({reason}); the results are in {spare}") from None
 
 
+def _check_temperature(temperature: float) -> None:
+    """A sampling temperature is finite and at most ``MAX_TEMPERATURE`` (as the config's are)."""
+    from seedrl.config import MAX_TEMPERATURE
+
+    if not 0 <= temperature <= MAX_TEMPERATURE:  # nan fails both comparisons
+        raise SeedRLError(f"--temperature must be a number from 0 to {MAX_TEMPERATURE:g}, got {temperature}")
+
+
 def _check_jsonl(path: str) -> None:
     """Every line of an SFT data file is a JSON object (the first bad one is named by file and line)."""
     p = Path(path).expanduser()
@@ -277,6 +285,8 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
             raise SeedRLError(f"--skip-tasks must be 0 or more, got {skip_tasks}")
         if temperature is not None and temperature <= 0:
             raise SeedRLError(f"--temperature must be > 0 (the trajectories are sampled), got {temperature}")
+        if temperature is not None:
+            _check_temperature(temperature)
         if out.is_dir():
             raise SeedRLError(f"--out {str(out)!r} is a folder; give a file path such as data/skills.jsonl")
         overrides = _with_model(set_, model) + [f"skills.analyzer={analyzer}"] + ([f"env.name={env}"] if env else [])
@@ -366,7 +376,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         from seedrl.models.precision import resolve_precision
         from seedrl.provenance import git_commit
         from seedrl.rollout.backends import backend_options, make_backend
-        from seedrl.train.checkpoint import resolve_checkpoint
+        from seedrl.train.checkpoint import check_finite_model, resolve_checkpoint
 
         try:
             seed_list = [int(x) for x in seeds.split(",") if x.strip()]
@@ -385,6 +395,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
                 raise SeedRLError(f"{flag} must be at least {lo}, got {value}")
         if temperature < 0 or (not greedy and temperature == 0):
             raise SeedRLError(f"--temperature must be > 0 when sampling (--sample), got {temperature}")
+        _check_temperature(temperature)
         from seedrl.config import check_device, parse_yaml_value
 
         device = check_device(device, "--device")
@@ -432,6 +443,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         trust = bool(run_cfg and run_cfg.model.trust_remote_code)  # a run that chose to trust its model's code
         tok = load_tokenizer(model_path, trust)
         model = load_model(model_path, dtype, device, tokenizer=tok, trust_remote_code=trust)
+        check_finite_model(model, f"checkpoint {checkpoint!r} ({model_path})")
         rollout_cfg = (run_cfg.rollout if run_cfg else RolloutConfig()).model_copy(update={"backend": backend_name})
         backend = make_backend(backend_name, model, tok, bf16=prec.bf16, seed=seed_list[0],
                                **backend_options(rollout_cfg))

@@ -17,11 +17,19 @@ from seedrl.envs.registry import DEFAULT_ENV
 from seedrl.errors import SeedRLError
 from seedrl.methods import METHOD_NAMES, METHODS
 
-#: range-checked field types: a bad value fails when the config is built, naming the field
+#: range-checked field types: a bad value fails when the config is built, naming the field. Every
+#: float is finite (``.inf``, ``inf`` and ``nan`` are refused: an infinite rate or coefficient makes
+#: every weight NaN at the first step)
 PosInt = Annotated[int, Field(gt=0)]
 NonNegInt = Annotated[int, Field(ge=0)]
-PosFloat = Annotated[float, Field(gt=0)]
-NonNegFloat = Annotated[float, Field(ge=0)]
+PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: a learning rate: above 1 every optimizer (AdamW moves each weight by about lr per step) diverges
+LearningRate = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+#: a sampling temperature: above 10 the distribution is uniform noise for any model
+MAX_TEMPERATURE = 10.0
+PosTemperature = Annotated[float, Field(gt=0, le=MAX_TEMPERATURE, allow_inf_nan=False)]
+Temperature = Annotated[float, Field(ge=0, le=MAX_TEMPERATURE, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(ge=0, le=1)]
 Name = Annotated[str, Field(min_length=1)]
 
@@ -130,7 +138,7 @@ class RolloutConfig(_Strict):
     tasks_per_batch: PosInt = 8
     group_size: PosInt = 8
     #: RL rollouts always sample, so > 0
-    temperature: PosFloat = 1.0
+    temperature: PosTemperature = 1.0
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     max_new_tokens: PosInt = 64
     max_prompt_tokens: PosInt = 2048
@@ -140,7 +148,7 @@ class APIAnalyzerConfig(_Strict):
     base_url: Name = "http://127.0.0.1:8000/v1"
     model: Name = "gpt-4o-mini"
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: NonNegFloat = 0.0
+    temperature: Temperature = 0.0
     max_tokens: PosInt = 1024
     timeout_s: PosFloat = 60.0
     concurrency: PosInt = 8
@@ -205,12 +213,12 @@ class AlgoConfig(_Strict):
     #: PPO clip range: ratios outside [1 - clip_ratio, 1 + clip_ratio] are clipped
     clip_ratio: Annotated[float, Field(gt=0, lt=1)] = 0.2
     #: dual-clip constant c > 1 (verl)
-    dual_clip_c: Annotated[float, Field(gt=1)] = 3.0
+    dual_clip_c: Annotated[float, Field(gt=1, allow_inf_nan=False)] = 3.0
     kl_coef: NonNegFloat = 0.01
     entropy_coef: NonNegFloat = 0.001
     #: asymmetric PPO clip, DAPO's "clip-higher" (arXiv 2503.14476: low 0.2, high 0.28); None = clip_ratio
     clip_ratio_low: Annotated[float, Field(gt=0, lt=1)] | None = None
-    clip_ratio_high: Annotated[float, Field(gt=0)] | None = None
+    clip_ratio_high: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     #: weights of positive and negative advantages (1, 1: GRPO; 1, 0: rejection-sampling fine-tuning
     #: on the policy's own better-than-group episodes)
     #: the episode return GRPO normalises is ``R * episode_discount ** (steps - 1)``: 1 = the outcome
@@ -247,7 +255,7 @@ class AlgoConfig(_Strict):
 
 
 class OptimConfig(_Strict):
-    lr: PosFloat = 1e-6
+    lr: LearningRate = 1e-6
     weight_decay: NonNegFloat = 0.01
     #: max gradient norm (0 would zero every update)
     grad_clip: PosFloat = 1.0
@@ -308,7 +316,7 @@ class EvalConfig(_Strict):
     every: NonNegInt = 0  # 0 = only before and after training
     greedy: bool = True
     #: sampling temperature when not greedy (must then be > 0)
-    temperature: NonNegFloat = 0.4
+    temperature: Temperature = 0.4
     batch_size: PosInt = 32
     max_steps: PosInt | None = None
 
@@ -402,7 +410,7 @@ class SFTConfig(_Strict):
     #: random-action probability of the attempts those skills are written about (so they also fail)
     skill_attempt_noise: Fraction = 0.5
     epochs: PosInt = 2
-    lr: PosFloat = 1e-3
+    lr: LearningRate = 1e-3
     weight_decay: NonNegFloat = 0.0
     batch_size: PosInt = 32
     micro_batch_size: PosInt = 16
@@ -483,7 +491,8 @@ def _explain(exc: ValidationError, cls: type[BaseModel]) -> SeedRLError:
     return SeedRLError("; ".join(msgs))
 
 
-_RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "string_too_short"}
+_RANGE_ERRORS = {"greater_than", "greater_than_equal", "less_than", "less_than_equal", "string_too_short",
+                 "finite_number"}
 
 
 def read_config_file(path: str | Path) -> dict[str, Any]:

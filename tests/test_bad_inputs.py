@@ -68,6 +68,9 @@ def _bad_models(d: Path) -> None:
     w.write_bytes(w.read_bytes()[:100])
     (d / "nosave").mkdir()
     shutil.copy(ROOT / CFG, d / "nosave" / "config.yaml")
+    with torch.no_grad():  # a diverged run's weights
+        next(model.parameters()).fill_(float("nan"))
+    save_model(model, tok, d / "nanw")
     (d / "nosave" / "metrics.jsonl").write_text('{"iteration": 1}\n')
 
 
@@ -102,6 +105,12 @@ CASES = [
     ("save-every-negative", _train("save_every=-5"), "'save_every': Input should be greater than or equal to 0"),
     ("rollout-temperature-0", _train("rollout.temperature=0"), "'rollout.temperature'"),
     ("top-p-over-1", _train("rollout.top_p=1.5"), "'rollout.top_p': Input should be less than or equal to 1"),
+    ("lr-inf", _train("optim.lr=inf"), "'optim.lr': Input should be a finite number (got 'inf')"),
+    ("lr-yaml-inf", _train("optim.lr=.inf"), "'optim.lr': Input should be a finite number (got inf)"),
+    ("lr-absurd", _train("optim.lr=1e30"), "'optim.lr': Input should be less than or equal to 1 (got '1e30')"),
+    ("rollout-temperature-inf", _train("rollout.temperature=.inf"), "'rollout.temperature': Input should be a finite"),
+    ("eval-cli-temperature-inf", ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--sample",
+                                  "--temperature", "inf"], "--temperature must be a number from 0 to 10, got inf"),
     ("eval-sampling-at-0", _train("eval.greedy=false", "eval.temperature=0"), "eval.temperature must be > 0"),
     ("device-typo", _train("model.device=gpu"), "'model.device': must be cpu, cuda"),
     # models and checkpoints
@@ -128,6 +137,8 @@ CASES = [
      "cannot be trusted"),
     ("eval-run-truncated", ["eval", "--checkpoint", "{tmp}/ckrun"], "no intact checkpoint"),
     ("eval-run-without-checkpoint", ["eval", "--checkpoint", "{tmp}/nosave"], "saved no checkpoint"),
+    ("eval-nan-weights", ["eval", "--checkpoint", "{tmp}/nanw", "--env", "sokoban"],
+     "holds non-finite weights (NaN/inf in 1 tensor(s), first model.embed_tokens.weight)"),
     ("eval-out-device", ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--out", "/dev/full"],
      "--out '/dev/full' is not a regular file"),
     ("eval-out-folder", ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--out", "{tmp}"], "is a folder"),
@@ -277,6 +288,12 @@ BAD_VALUES = [
     ("optim.mini_batch_size", -1), ("optim.mini_batch_size", 0), ("optim.micro_batch_size", 0),
     ("optim.warmup_steps", -1), ("eval.num_tasks", -1), ("eval.every", -1), ("eval.temperature", -0.1),
     ("eval.batch_size", 0), ("eval.max_steps", 0), ("eval.split", ""),
+    # non-finite and absurd numbers
+    ("optim.lr", "inf"), ("optim.lr", ".inf"), ("optim.lr", "nan"), ("optim.lr", "1e30"), ("optim.lr", 2),
+    ("rollout.temperature", ".inf"), ("rollout.temperature", 11), ("eval.temperature", ".inf"),
+    ("eval.temperature", 100), ("skills.api.temperature", ".inf"), ("algo.dual_clip_c", ".inf"),
+    ("algo.clip_ratio_high", "inf"), ("algo.kl_coef", ".inf"), ("algo.opd_coef", ".nan"), ("algo.entropy_coef", "inf"),
+    ("algo.replay_coef", ".inf"), ("optim.grad_clip", ".inf"), ("env.step_timeout_s", ".inf"),
 ]
 
 
@@ -289,7 +306,8 @@ def test_train_config_range_names_the_field(key, value):
 SFT_BAD = [("epochs", 0), ("lr", 0), ("batch_size", 0), ("micro_batch_size", 0), ("grad_clip", 0),
            ("warmup_steps", -1), ("max_seq_tokens", 0), ("demo_tasks", -1), ("mix_demo_tasks", -1),
            ("skill_demo_tasks", -1), ("demo_noise", -0.1), ("demo_noise", 1.1), ("skill_attempt_noise", 2),
-           ("weight_decay", -1), ("data", ""), ("eval.num_tasks", -3)]
+           ("weight_decay", -1), ("data", ""), ("eval.num_tasks", -3), ("lr", "inf"), ("lr", 5),
+           ("grad_clip", ".inf"), ("label_smoothing", ".nan")]
 
 
 @pytest.mark.parametrize("key,value", SFT_BAD, ids=[f"{k}={v}" for k, v in SFT_BAD])
@@ -298,12 +316,22 @@ def test_sft_config_range_names_the_field(key, value):
         load_config(SFTConfig, None, [f"{key}={value}"])
 
 
+@pytest.mark.parametrize("key,value,bound", [("optim.lr", 1.5, "less than or equal to 1"),
+                                             ("rollout.temperature", 11, "less than or equal to 10"),
+                                             ("optim.lr", "inf", "a finite number")])
+def test_absurd_numbers_name_the_bound(key, value, bound):
+    with pytest.raises(SeedRLError) as e:
+        load_config(TrainConfig, None, [f"{key}={value}"])
+    assert f"'{key}': Input should be {bound}" in str(e.value)
+
+
 def test_edges_stay_valid():
     """The documented edges: 0 = off/never/all, None = default."""
     cfg = load_config(TrainConfig, None, ["iterations=0", "save_every=0", "keep_checkpoints=0", "eval.num_tasks=0",
                                           "eval.every=0", "optim.mini_batch_size=null", "algo.opd_beta=0",
                                           "algo.kl_coef=0", "rollout.top_p=1", "model.device=cuda:1",
-                                          "eval.temperature=0", "skills.api.temperature=0"])
+                                          "eval.temperature=0", "skills.api.temperature=0", "optim.lr=1",
+                                          "rollout.temperature=10"])
     assert cfg.optim.mini_batch_size is None and cfg.model.device == "cuda:1"
     with pytest.raises(ValueError, match="eval.temperature must be > 0"):
         EvalConfig(greedy=False, temperature=0)

@@ -186,6 +186,33 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+# ------------------------------------------------------------------------------------ finite weights
+def nonfinite_weights(named: Any) -> tuple[str, int] | None:
+    """``(name of the first tensor holding NaN or inf, how many tensors do)`` among the floating
+    tensors of ``named`` (``(name, tensor)`` pairs: ``named_parameters()``, ``state_dict().items()``),
+    or None when every value is finite. A sharded tensor (DTensor) is checked on this rank's shard.
+    One device sync for all of them."""
+    names, flags = [], []
+    for name, t in named:
+        t = t.to_local() if hasattr(t, "to_local") else t
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel():
+            names.append(name)
+            flags.append(torch.isfinite(t.detach()).all())
+    if not flags:
+        return None
+    bad = [n for n, ok in zip(names, torch.stack(flags).tolist()) if not ok]
+    return (bad[0], len(bad)) if bad else None
+
+
+def check_finite_model(model, what: str) -> None:
+    """One :class:`SeedRLError` line when ``model`` (loaded from ``what``) holds a NaN or inf weight:
+    such weights give 0 success at best, so an evaluation of them measures nothing."""
+    bad = nonfinite_weights(model.named_parameters())
+    if bad is not None:
+        raise SeedRLError(f"{what} holds non-finite weights (NaN/inf in {bad[1]} tensor(s), first {bad[0]}): the run "
+                          f"that wrote them diverged; evaluate an earlier checkpoint of it")
+
+
 # ------------------------------------------------------------------------------------ saving
 def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, optimizer, state: dict[str, Any],
                     keep: int = 2, scheduler=None, model_state: dict[str, torch.Tensor] | None = None,
@@ -200,6 +227,10 @@ def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, opt
     from seedrl.models.loading import save_model
 
     root = Path(ckpt_root)
+    bad = nonfinite_weights(model_state.items() if model_state is not None else model.named_parameters())
+    if bad is not None:  # never a checkpoint of a diverged model (the trainer stops before this; a guard)
+        raise SeedRLError(f"iteration {iteration}: not saving a checkpoint with non-finite weights (NaN/inf in "
+                          f"{bad[1]} tensor(s), first {bad[0]}); {newest_checkpoint_note(root)}")
     root.mkdir(parents=True, exist_ok=True)
     remove_orphans(root)
     name = f"iter_{iteration:06d}"
@@ -247,6 +278,13 @@ def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, opt
         shutil.rmtree(old, ignore_errors=True)
     _fault("rotate")
     return final
+
+
+def newest_checkpoint_note(ckpt_root: str | Path) -> str:
+    """``the newest checkpoint, iter_XXXXXX, is untouched`` (or that there is none), for error lines of
+    a run that stops without saving."""
+    dirs = checkpoint_dirs(ckpt_root)
+    return f"the newest checkpoint, {dirs[0].name}, is untouched" if dirs else "no checkpoint was written"
 
 
 #: below this much free space, a failed torch.save write is taken for a full disk
@@ -437,6 +475,9 @@ def _read(ckpt: Path, lora: bool) -> tuple[dict[str, torch.Tensor], dict[str, An
             sd.update(load_file(str(f)))
         except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
             raise CheckpointDamaged(f"{f} cannot be read ({_first_line(exc)})") from None
+    bad = nonfinite_weights(sd.items())
+    if bad is not None:  # a diverged run's weights (saved before saves refused them): not a state to resume
+        raise CheckpointDamaged(f"{ckpt} holds non-finite weights (NaN/inf in {bad[1]} tensor(s), first {bad[0]})")
     path = ckpt / "trainer.pt"
     try:
         if (ckpt / MANIFEST).exists():

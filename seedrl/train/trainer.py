@@ -58,6 +58,8 @@ from seedrl.train.checkpoint import (
     cut_rows,
     fsync_file,
     load_latest,
+    newest_checkpoint_note,
+    nonfinite_weights,
     remove_orphans,
     save_checkpoint,
 )
@@ -712,12 +714,27 @@ class Trainer:
         acc["lr"] = self.scheduler.get_last_lr()[0]
         if torch.isfinite(gn):
             self.optimizer.step()
-        else:
-            log.warning("non-finite gradient norm at iteration %d; skipping the step", self.iteration)
+            self._check_finite_weights(params, acc)
+        else:  # self.iteration + 1: the number this iteration's metrics row carries
+            log.warning("non-finite gradient norm at iteration %d; skipping the step", self.iteration + 1)
             acc["skipped_steps"] = 1.0
         if not self.lr_per_iteration:
             self.scheduler.step()
         return acc
+
+    def _check_finite_weights(self, params: list[torch.Tensor], acc: dict[str, float]) -> None:
+        """Stop the run (one :class:`SeedRLError` line, every rank alike) when the optimizer step just
+        taken made a weight NaN or inf (a finite gradient times a huge rate): no later iteration, row or
+        checkpoint is built on such weights, so the newest checkpoint stays the last finite one."""
+        names = {id(p): n for n, p in self.model.named_parameters()}
+        bad = nonfinite_weights((names.get(id(p), "?"), p) for p in params)
+        if self.world.active:  # sharded weights: each rank saw its own shard
+            bad = next((b for b in all_gather(self.world, bad) if b is not None), None)
+        if bad is not None:
+            raise SeedRLError(f"iteration {self.iteration + 1}: the optimizer step made the weights non-finite (NaN/inf "
+                              f"in {bad[1]} tensor(s), first {bad[0]}; lr {acc['lr']:g}, grad_norm "
+                              f"{acc['grad_norm']:.3g}); stopped without saving them: "
+                              f"{newest_checkpoint_note(self.ckpt_dir)}; lower optim.lr")
 
     def _replay_loss(self, replay: list[int], denom: float, acc: dict[str, float]) -> None:
         """Backward of ``algo.replay_coef`` x the token-mean NLL of the replayed demonstrations

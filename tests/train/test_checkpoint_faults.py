@@ -219,6 +219,17 @@ def _broken_state_behind_the_manifest(path: Path) -> None:
     _rehash(path.parent, "state.json")
 
 
+def _nan_weights_behind_the_manifest(path: Path) -> None:
+    """A diverged run's weights, saved before saves refused them: intact files, NaN values."""
+    from safetensors.torch import load_file, save_file
+
+    sd = load_file(str(path))
+    first = sorted(sd)[0]
+    sd[first] = torch.full_like(sd[first], float("nan"))
+    save_file(sd, str(path), metadata={"format": "pt"})
+    _rehash(path.parent.parent, "model/model.safetensors")
+
+
 CORRUPTIONS = {
     "truncated_safetensors": ("model/model.safetensors", _truncate, "model.safetensors"),
     "empty_safetensors": ("model/model.safetensors", lambda p: p.write_bytes(b""), "model.safetensors"),
@@ -399,6 +410,89 @@ def test_resume_records_safe_setting_changes(run_copy, reference):
     resume(run_copy, iterations=3, save_every=3, **{"optim.micro_batch_size": 2})
     assert len((run_copy / "config_changes.jsonl").read_text().splitlines()) == 1
     assert (run_copy / "config.original.yaml").read_text() == before
+
+
+# ------------------------------------------------------------------------------ non-finite weights
+def _nan_after_step(monkeypatch, when) -> None:
+    """Every AdamW step for which ``when()`` is true leaves its first weight NaN (as an infinite rate does)."""
+    real = torch.optim.AdamW.step
+
+    def step(self, *a, **k):
+        out = real(self, *a, **k)
+        if when():
+            with torch.no_grad():
+                self.param_groups[0]["params"][0].fill_(float("nan"))
+        return out
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", step)
+
+
+def test_an_update_that_makes_the_weights_nan_stops_the_run_before_any_save(run_copy, monkeypatch):
+    """Iteration 3's optimizer step makes the weights NaN: the command stops with one line naming iteration 3
+    (as its metrics row would), writes no checkpoint or row of it, and the newest checkpoint is untouched."""
+    from typer.testing import CliRunner
+
+    from seedrl.cli import app
+
+    ckpts = run_copy / "checkpoints"
+    before = {p.relative_to(ckpts): p.read_bytes() for p in ckpts.rglob("*") if p.is_file()}
+    rows_before = (run_copy / "metrics.jsonl").read_text()
+    _nan_after_step(monkeypatch, lambda: True)
+    r = CliRunner().invoke(app, ["train", "-c", str(run_copy / "config.yaml"), "--resume", "--set", "iterations=3"])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in r.output, r.output
+    assert lines[0].startswith("error: iteration 3: the optimizer step made the weights non-finite"), lines
+    assert "the newest checkpoint, iter_000002, is untouched" in lines[0] and "lower optim.lr" in lines[0]
+    assert {p.relative_to(ckpts): p.read_bytes() for p in ckpts.rglob("*") if p.is_file()} == before
+    assert (run_copy / "metrics.jsonl").read_text() == rows_before
+
+
+def test_nan_weights_in_a_checkpoint_are_refused_by_eval_and_skipped_by_resume(run_copy, reference, caplog):
+    """A checkpoint whose files are intact but whose weights are NaN (saved before saves refused them):
+    `seedrl eval` on it is one line, exit 2; --resume sets it aside as damaged and resumes from the older one."""
+    from typer.testing import CliRunner
+
+    from seedrl.cli import app
+
+    newest = run_copy / "checkpoints" / "iter_000002"
+    _nan_weights_behind_the_manifest(newest / "model" / "model.safetensors")
+    r = CliRunner().invoke(app, ["eval", "--checkpoint", str(newest), "--num-tasks", "1"])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "holds non-finite weights" in lines[0] and "iter_000002" in lines[0], r.output
+    with caplog.at_level(logging.WARNING):
+        tr = resume(run_copy)
+    assert tr.iteration == 1
+    assert any("non-finite weights" in w and "iter_000002" in w for w in damaged_warnings(caplog))
+    assert (run_copy / "checkpoints" / "damaged-iter_000002").is_dir()
+    tr.train()
+    assert_same_run(run_copy, tr.model, reference)
+
+
+def test_save_checkpoint_refuses_non_finite_weights(run_copy, tiny_tokenizer):
+    """The guard under the trainer's check: nothing is written, the newest checkpoint stays."""
+    from seedrl.models.loading import load_model
+
+    model = load_model("tiny-micro", tokenizer=tiny_tokenizer)
+    with torch.no_grad():
+        next(model.parameters())[0] = float("inf")
+    ckpts = run_copy / "checkpoints"
+    with pytest.raises(SeedRLError, match="iteration 3: not saving a checkpoint with non-finite weights") as e:
+        ckpt_mod.save_checkpoint(ckpts, 3, model, tiny_tokenizer, torch.optim.AdamW(model.parameters()), {})
+    assert "iter_000002, is untouched" in str(e.value)
+    assert sorted(p.name for p in ckpts.iterdir()) == ["iter_000001", "iter_000002", "latest"]
+
+
+def test_a_skipped_step_warns_with_the_iteration_of_its_metrics_row(tmp_path, monkeypatch, caplog):
+    """A non-finite gradient norm skips the step; the warning names the iteration its row carries (1, not 0)."""
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, c: torch.tensor(float("inf")))
+    with caplog.at_level(logging.WARNING):
+        Trainer(cfg(tmp_path / "run", iterations=1, save_every=1)).train()
+    (row,) = rows(tmp_path / "run" / "metrics.jsonl")
+    assert row["iteration"] == 1 and row["skipped_steps"] == 1.0
+    warned = [r.getMessage() for r in caplog.records if "non-finite gradient norm" in r.getMessage()]
+    assert warned and all("at iteration 1;" in w for w in warned), warned
 
 
 # ------------------------------------------------------------------------------ new run over an old one
