@@ -11,7 +11,16 @@ found through the registry by :class:`seedrl.skills.analyzers.oracle.OracleAnaly
   :func:`generic_skill`: for an empty privileged state (the env had none), a state of another env,
   or an episode the oracle has nothing specific to say about (each oracle documents its cases);
 - optionally ``step_skills(traj, privileged_state) -> {0-based step: skill}``: OPID's critical-step
-  skills, asked for only when ``hindsight`` gave a skill.
+  skills, asked for only when ``hindsight`` gave a skill;
+- optionally ``counterfactual(env, default_action: str, rng: random.Random) -> tuple[str, str] | None``:
+  given a live env at a decision state (reset and stepped there) and the action the policy would take
+  there without a skill, ``(skill_text, named_action)``: a sensible skill, worded exactly as the env's
+  hindsight skills are, that names a legal action other than ``default_action`` (``named_action`` is in
+  ``env.admissible_actions()`` where the env has a list, and differs from ``default_action`` after
+  :func:`norm`); ``None`` when no such alternative exists. It never changes the env's state;
+- optionally ``fact_agreement(skill: str, privileged_state) -> bool | None``: whether the checkable facts
+  a skill states (where an object was, where it was not, ...) agree with the privileged state; ``None``
+  when the skill states no fact the oracle can check (a generic skill).
 
 Skills are policy-facing ("When X, do Y"), one or two sentences; summaries may narrate.
 """

@@ -32,6 +32,7 @@ _REGISTRY: dict[str, str] = {
     "search": "seedrl.envs.search.env:SearchEnv",
     "scienceworld": "seedrl.envs.scienceworld.env:ScienceWorldEnv",
     "webshop": "seedrl.envs.webshop.env:WebShopEnv",
+    "household": "seedrl.envs.household.env:HouseholdEnv",
 }
 
 
