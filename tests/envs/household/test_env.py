@@ -84,6 +84,21 @@ def test_panels_are_pure_sized_and_disjoint_in_content() -> None:
     assert {generate_game(t, 1).location for t in other.task_ids} != {generate_game(t).location for t in base.task_ids}
 
 
+def test_evaluation_panels_skip_games_that_repeat(monkeypatch) -> None:
+    """A generator whose games repeat (seed modulo 700): valid_seen skips train games and its own repeats."""
+    import seedrl.envs.household.env as household
+
+    real = household.generate_game
+    monkeypatch.setattr(household, "generate_game",
+                        lambda tid, prior_seed=0: real(household.task_id(household.parse_task_id(tid) % 700)))
+    ids = HouseholdEnv.panel_task_ids("valid_seen", 128)
+    train = {game_key(household.generate_game(t)) for t in HouseholdEnv.panel_task_ids("train", 512)}
+    keys = [game_key(household.generate_game(t)) for t in ids]
+    assert len(set(keys)) == 128 and not set(keys) & train
+    # seeds 100000..100099 play games 600..699; 100100..100611 play train games 0..511; 100612.. play 512..
+    assert ids[99] == "find-s100099" and ids[100] == "find-s100612" and ids[-1] == "find-s100639"
+
+
 def test_options_are_typed_and_unknown_ones_list_the_valid_names() -> None:
     with pytest.raises(SeedRLError, match="expert, prior_seed"):
         make_env(ENV, prior_sed=1)
