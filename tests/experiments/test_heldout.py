@@ -6,7 +6,12 @@ import pytest
 
 from seedrl.envs.panels import build_panel
 from seedrl.errors import SeedRLError
-from seedrl.experiments.heldout import demonstration_start_tasks, eval_task_ids, train_task_ids, with_heldout_panels
+from seedrl.experiments.heldout import (
+    demonstration_start_tasks,
+    eval_task_ids,
+    train_task_ids,
+    with_heldout_panels,
+)
 from seedrl.experiments.report import write_report
 
 KW = {"dim": [5, 5], "unseen_dim": [6, 5], "coords": True}
