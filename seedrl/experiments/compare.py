@@ -216,6 +216,93 @@ def attempts_git_state(attempts: list[dict[str, Any]]) -> dict[str, Any]:
     return {"commit": "+".join(commits), "dirty": None if None in dirty else any(dirty)}
 
 
+# ---------------------------------------------------------------------------------------- the start
+#: the weight files of a model folder, by kind, in the order transformers prefers them: the first kind
+#: present is what is hashed (a folder holding model.safetensors and a pytorch_model.bin twin loads the
+#: former; training_args.bin, optimizer.pt and the like are not weights)
+_WEIGHT_GLOBS = (("*.safetensors",), ("pytorch_model*.bin", "adapter_model.bin"), ("*.gguf",))
+
+
+def _model_folder(name: str) -> Path | None:
+    """The local folder ``model.name`` loads from: a path, a packaged model's converted folder, or a hub
+    name's snapshot in the local Hugging Face cache; None where there is none."""
+    from seedrl.models.packaged import PACKAGED, converted_dir
+
+    if name in PACKAGED:
+        return converted_dir(name)
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(name, local_files_only=True))
+    except Exception:
+        return None
+
+
+def weight_fingerprint(folder: Path) -> tuple[str | None, dict[str, str]]:
+    """``(fingerprint, {file: sha256})`` of a model folder's weight files (:data:`_WEIGHT_GLOBS`): one
+    file's sha256 is the fingerprint itself (``sha256sum model.safetensors`` prints it); several files
+    are fingerprinted by the sha256 of their ``sha256sum``-style manifest (``<sha256>  <name>`` lines
+    in name order). None where the folder holds no weight file."""
+    from seedrl.models.packaged import file_sha256
+
+    for globs in _WEIGHT_GLOBS:
+        files = sorted({p for g in globs for p in folder.glob(g) if p.is_file()})
+        if files:
+            shas = {p.name: file_sha256(p) for p in files}
+            if len(shas) == 1:
+                return next(iter(shas.values())), shas
+            manifest = "".join(f"{h}  {n}\n" for n, h in shas.items())
+            return hashlib.sha256(manifest.encode()).hexdigest(), shas
+    return None, {}
+
+
+def sft_origin(folder: Path) -> dict[str, Any] | None:
+    """The config of the ``seedrl sft`` run that wrote ``folder`` (its ``run_dir/model``: the run's
+    ``config.yaml`` and ``summary.json`` lie beside it), as that run resolved it; None otherwise."""
+    from seedrl.config import SFTConfig
+
+    run = folder.parent
+    if folder.name != "model" or not (run / "config.yaml").is_file() or not (run / "summary.json").is_file():
+        return None
+    try:
+        return load_config(SFTConfig, run / "config.yaml").model_dump(mode="json")
+    except SeedRLError:  # another kind of run, or an SFT config this version cannot read
+        return None
+
+
+def start_record(model) -> dict[str, Any]:
+    """What a cell starts from (``model``: a :class:`~seedrl.config.ModelConfig`): ``fingerprint`` (the
+    sha256 of the start model's weight files, :func:`weight_fingerprint`; for a built-in tiny model,
+    whose weights are built from its name and ``model.init_seed``, the sha256 of those two), ``of`` (what
+    was hashed), ``files`` and, where the start is a ``seedrl sft`` run's model, ``sft`` (that run's
+    config: what the start learnt from, :func:`sft_origin`)."""
+    from seedrl.models.loading import TINY_CONFIGS
+
+    name = model.name
+    if name in TINY_CONFIGS:
+        return {"fingerprint": hashlib.sha256(f"{name}\ninit_seed={model.init_seed}".encode()).hexdigest(),
+                "of": f"built-in {name}, init_seed {model.init_seed} (its name and init seed fix its weights)",
+                "files": {}, "sft": None}
+    folder = _model_folder(name)
+    if folder is None:
+        return {"fingerprint": None, "of": f"{name}: no local folder to hash", "files": {}, "sft": None}
+    fp, files = weight_fingerprint(folder)
+    return {"fingerprint": fp, "of": f"{folder}: " + (", ".join(files) if files else "no weight files"),
+            "files": files, "sft": sft_origin(folder)}
+
+
+def attempts_start(attempts: list[dict[str, Any]], start: dict[str, Any]) -> dict[str, Any]:
+    """A cell's ``start`` record: ``start`` (the last attempt's) with the fingerprints every attempt
+    found when it started (``start_sha256`` of its row), oldest first, joined by "+" where they differ
+    (the start folder changed while the cell resumed); rows written before attempts hashed it are left
+    out."""
+    seen = list(dict.fromkeys(r["start_sha256"] for r in attempts if r.get("start_sha256")))
+    return start | ({"fingerprint": "+".join(seen)} if seen else {})
+
+
 # ---------------------------------------------------------------------------------------- a cell
 def _rows(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
@@ -260,10 +347,12 @@ def add_task_outcomes(cell: dict[str, Any]) -> bool:
 
 
 def build_cell(cfg: TrainConfig, algo: str, seed: int, splits: list[str], *, wall_s: float,
-               extra: dict[str, Any] | None = None) -> dict[str, Any]:
+               extra: dict[str, Any] | None = None, start: dict[str, Any] | None = None) -> dict[str, Any]:
     """The cell JSON of a finished run folder: learning curve, final and best points, cost and
     diagnostics. ``best`` is the evaluation point with the highest success on the first panel
-    (``valid_seen``: selection on the seen panel, the earliest on ties), reported on every panel."""
+    (``valid_seen``: selection on the seen panel, the earliest on ties), reported on every panel.
+    ``start``: what the run started from (:func:`start_record`, taken when its attempts started); None:
+    taken now, from ``model.name``."""
     from seedrl.eval.evaluate import wilson_interval
 
     run_dir = Path(cfg.run_dir)
@@ -331,6 +420,7 @@ def build_cell(cfg: TrainConfig, algo: str, seed: int, splits: list[str], *, wal
         "config_hash": config_hash(cfg), "shared_config_hash": shared_config_hash(cfg),
         "panel_hashes": {"train": train_panel["hash"], **{s: curve[-1]["panels"][s]["panel_hash"] for s in splits}},
         "config": cfg.model_dump(mode="json"), "run_dir": str(run_dir),
+        "start": start if start is not None else start_record(cfg.model),
     }
     return cell | (extra or {})
 
@@ -392,6 +482,8 @@ def run_cell(spec: CompareSpec, algo: str, seed: int, echo: Callable[[str], None
     echo(f"cell {name}: {'resuming from ' + ckpt.name if ckpt else 'starting'} ({cfg.iterations} iterations, "
          f"{cfg.iterations * episodes_per_iteration(cfg)} episodes{', reusing the iteration-0 eval' if reuse and not ckpt else ''})")
     state = git_state()  # the code this attempt runs: later commits may land while it trains
+    start = start_record(cfg.model)  # the weights it starts from: the folder may be rewritten meanwhile
+    state["start_sha256"] = start["fingerprint"]
     t0 = time.perf_counter()
     trainer = Trainer(cfg, resume=started)
     try:
@@ -408,7 +500,7 @@ def run_cell(spec: CompareSpec, algo: str, seed: int, echo: Callable[[str], None
     attempts = _rows(run_dir / "compare_attempts.jsonl")
     wall = sum(r["wall_s"] for r in attempts)  # + attempts ended by an exception or Ctrl-C (not by SIGKILL)
     _store_initial_eval(init_path, key, run_dir, spec.splits)
-    cell = build_cell(cfg, algo, seed, spec.splits, wall_s=wall,
+    cell = build_cell(cfg, algo, seed, spec.splits, wall_s=wall, start=attempts_start(attempts, start),
                       extra={"algo": spec.label(algo), "method": algo, "command": spec.command,
                              **attempts_git_state(attempts), "machine": machine_info(),
                              "attempts": len(attempts), "initial_eval_reused": bool(reuse),

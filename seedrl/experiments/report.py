@@ -139,6 +139,7 @@ def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
         # cells renamed after they ran (a method name came to mean another method): {new: old}
         "relabelled": {c["algo"]: c["relabelled_from"] for c in cells if c.get("relabelled_from")},
         "derived_panels": derived,
+        "starts": start_groups(cells),
     }
     per_seed = {kind: {m: {sp: {c["seed"]: (c["final"][sp] if kind == "final" else c["best"]["success"][sp])
                                 for c in by[m]} for sp in splits} for m in methods}
@@ -214,6 +215,42 @@ def summarize(cells: list[dict[str, Any]], baseline: str = "grpo",
                                    for k in keys}
     s["findings"] = findings(s)
     return s
+
+
+NOT_RECORDED = "not recorded"
+
+
+def start_groups(cells: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The cells grouped by the fingerprint of the model they started from (``start.fingerprint``, the
+    sha256 of its weights: :func:`seedrl.experiments.compare.start_record`): ``{fingerprint: {"of": what
+    was hashed, "cells": {method: [seeds]}}}``, in the order first met; cells written before they recorded
+    it, or whose start could not be hashed, are grouped under ``"not recorded"``."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in sorted(cells, key=lambda c: (c["algo"], c["seed"])):
+        start = c.get("start") or {}
+        g = out.setdefault(start.get("fingerprint") or NOT_RECORDED, {"of": start.get("of"), "cells": {}})
+        g["cells"].setdefault(c["algo"], []).append(c["seed"])
+    return out
+
+
+def _start_line(groups: dict[str, dict[str, Any]]) -> str:
+    """The report's line on the start model: its fingerprint, or which cells started from which."""
+    head = "- start model (sha256 of its weights): "
+    if not groups:
+        return head + NOT_RECORDED
+    if len(groups) == 1:
+        ((fp, g),) = groups.items()
+        return head + (f"{NOT_RECORDED} (cells written before cells recorded it)" if fp == NOT_RECORDED
+                       else f"{fp[:16]}, the same for every cell ({g['of']})")
+
+    def who(g: dict[str, Any]) -> str:
+        return "; ".join(f"{m} seed{'s' if len(v) > 1 else ''} {', '.join(map(str, v))}" for m, v in g["cells"].items())
+
+    recorded = [fp for fp in groups if fp != NOT_RECORDED]
+    warn = ("**cells started from different models**: " if len(recorded) > 1 else
+            "**not recorded for every cell, so not known to be the same**: ")
+    return head + warn + ", ".join(f"{NOT_RECORDED} for {who(g)}" if fp == NOT_RECORDED else
+                                   f"{fp[:16]} for {who(g)} ({g['of']})" for fp, g in groups.items())
 
 
 def same_rollouts(by: dict[str, list[dict[str, Any]]], baseline: str) -> dict[str, dict[str, list[list[int]]]]:
@@ -337,6 +374,7 @@ def render_markdown(s: dict[str, Any], notes: str | None = None) -> str:
           + "".join(f"; variant {m} (its --tag overrides): {v}" for m, v in h.get("variant_config_hashes", {}).items()),
           "- config hashes: " + "; ".join(f"{m}: " + ", ".join(f"seed {k} {v}" for k, v in d.items())
                                          for m, d in h["config_hashes"].items()),
+          _start_line(h.get("starts", {})),
           "- panel hashes: " + "; ".join(f"{k} {', '.join(v)}" for k, v in h["panel_hashes"].items()),
           *(f"- panel {k}: {v}" for k, v in h.get("derived_panels", {}).items()),
           "- machine: " + "; ".join(f"{mm.get('platform', '?')}, {mm.get('cpu_count', '?')} CPUs"

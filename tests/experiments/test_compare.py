@@ -228,6 +228,110 @@ def test_committed_reports_match_the_cells_they_were_rendered_from(tmp_path, res
     assert render_markdown(s, read_notes(result_dir)) == committed
 
 
+# ------------------------------------------------------------------------------------ the start's fingerprint
+def test_the_start_is_fingerprinted_by_the_sha256_of_its_weight_files(tmp_path):
+    """Seen red on: the file names hashed instead of their bytes (a changed weight keeps the fingerprint);
+    every file of the folder hashed (a training_args.bin or a .bin twin beside the safetensors changes it);
+    a tiny model's init seed left out (two different starts share a fingerprint)."""
+    import hashlib
+
+    from seedrl.config import ModelConfig
+    from seedrl.experiments.compare import start_record
+
+    def record(folder):
+        return start_record(ModelConfig(name=str(folder)))
+
+    m = tmp_path / "m"
+    m.mkdir()
+    (m / "config.json").write_text("{}")
+    assert record(m)["fingerprint"] is None and "no weight files" in record(m)["of"]
+    (m / "model.safetensors").write_bytes(b"weights-a")
+    r = record(m)
+    assert r["fingerprint"] == hashlib.sha256(b"weights-a").hexdigest()  # what `sha256sum model.safetensors` prints
+    assert r["files"] == {"model.safetensors": r["fingerprint"]} and "model.safetensors" in r["of"]
+    assert r["sft"] is None
+    (m / "model.safetensors").write_bytes(b"weights-b")  # the same name, other weights
+    assert record(m)["fingerprint"] == hashlib.sha256(b"weights-b").hexdigest()
+    (m / "pytorch_model.bin").write_bytes(b"a twin")  # transformers loads the safetensors first
+    (m / "training_args.bin").write_bytes(b"not weights")
+    (m / "config.json").write_text('{"other": 1}')
+    assert record(m)["fingerprint"] == hashlib.sha256(b"weights-b").hexdigest()
+    (m / "model.safetensors").unlink()  # .bin shards only: training_args.bin is still not a weight file
+    assert record(m)["files"] == {"pytorch_model.bin": hashlib.sha256(b"a twin").hexdigest()}
+    # shards: the sha256 of their sha256sum manifest
+    s = tmp_path / "shards"
+    s.mkdir()
+    for i, data in enumerate([b"one", b"two"], 1):
+        (s / f"model-0000{i}-of-00002.safetensors").write_bytes(data)
+    manifest = "".join(f"{hashlib.sha256(d).hexdigest()}  model-0000{i}-of-00002.safetensors\n"
+                       for i, d in enumerate([b"one", b"two"], 1))
+    assert record(s)["fingerprint"] == hashlib.sha256(manifest.encode()).hexdigest()
+    # a built-in tiny model: its name and init seed make its weights
+    tiny = [start_record(ModelConfig(name=n, init_seed=k))["fingerprint"]
+            for n, k in (("tiny-micro", 0), ("tiny-micro", 0), ("tiny-micro", 1), ("tiny-3m", 0))]
+    assert tiny[0] == tiny[1] and len(set(tiny)) == 3
+    assert start_record(ModelConfig(name=str(tmp_path / "absent")))["fingerprint"] is None
+
+
+def test_a_start_written_by_seedrl_sft_records_that_runs_config(tmp_path):
+    """A start that is a ``seedrl sft`` run's ``model`` folder (config.yaml and summary.json beside it)
+    carries that run's resolved config: what the start learnt from, for the held-out check."""
+    from seedrl.config import ModelConfig, SFTConfig, load_config, save_config
+    from seedrl.experiments.compare import start_record
+    from seedrl.models.loading import load_model, load_tokenizer, save_model
+    from seedrl.models.packaged import file_sha256
+
+    run = tmp_path / "sft"
+    tok = load_tokenizer("tiny-micro")
+    save_model(load_model("tiny-micro", tokenizer=tok), tok, run / "model")
+    r = start_record(ModelConfig(name=str(run / "model")))
+    assert r["fingerprint"] and r["sft"] is None  # no SFT run beside it (yet)
+    assert r["fingerprint"] == file_sha256(run / "model" / "model.safetensors")
+    save_config(load_config(SFTConfig, None, ["demo_tasks=12", "demo_noise=0.3", "seed=5"]), run / "config.yaml")
+    assert start_record(ModelConfig(name=str(run / "model")))["sft"] is None  # an unfinished run: no summary
+    (run / "summary.json").write_text("{}")
+    sft = start_record(ModelConfig(name=str(run / "model")))["sft"]
+    assert (sft["demo_tasks"], sft["demo_noise"], sft["seed"]) == (12, 0.3, 5) and sft["env"]["name"]
+
+
+def test_a_cell_keeps_the_fingerprint_every_attempt_started_from():
+    from seedrl.experiments.compare import attempts_start
+
+    start = {"fingerprint": "b" * 64, "of": "now", "files": {}, "sft": None}
+    assert attempts_start([{"start_sha256": "b" * 64}], start) == start
+    # the folder was rewritten between attempts: both, oldest first; rows from before attempts hashed it: skipped
+    rows = [{"wall_s": 1}, {"start_sha256": "a" * 64}, {"start_sha256": "b" * 64}]
+    assert attempts_start(rows, start)["fingerprint"] == "a" * 64 + "+" + "b" * 64
+    assert attempts_start([{"wall_s": 1}], start) == start
+
+
+def test_the_report_says_when_cells_started_from_different_models():
+    """Seen red on: a header that prints the first cell's fingerprint only (different starts unflagged)."""
+    import copy
+
+    from seedrl.experiments.compare import load_cells
+    from seedrl.experiments.report import render_markdown, summarize
+
+    cells = copy.deepcopy(load_cells(FIXTURE))  # written before cells recorded their start
+    line = "- start model (sha256 of its weights): "
+    assert line + "not recorded (cells written before cells recorded it)\n" in render_markdown(summarize(cells))
+    for c in cells:
+        c["start"] = {"fingerprint": "a" * 64, "of": "runs/sft/model: model.safetensors"}
+    md = render_markdown(summarize(cells))
+    assert line + "a" * 16 + ", the same for every cell (runs/sft/model: model.safetensors)\n" in md
+    assert "different models" not in md
+    other = next(c for c in cells if c["algo"] == "seed" and c["seed"] == 2)
+    other["start"] = {"fingerprint": "c" * 64, "of": "runs/sft/model: model.safetensors"}
+    s = summarize(cells)
+    assert s["header"]["starts"]["c" * 64]["cells"] == {"seed": [2]}
+    md = render_markdown(s)
+    assert (line + "**cells started from different models**: " + "a" * 16 + " for grpo seeds 0, 1, 2; grpo_opsd seeds "
+            "0, 1, 2; seed seeds 0, 1 (runs/sft/model: model.safetensors), " + "c" * 16 + " for seed seed 2 (") in md
+    del other["start"]  # an old cell among new ones: not known to be the same start
+    md = render_markdown(summarize(cells))
+    assert "**not recorded for every cell, so not known to be the same**" in md and "not recorded for seed seed 2" in md
+
+
 # ------------------------------------------------------------------------------------ end to end
 TINY = ["model.name=tiny-micro", "model.precision=fp32", "torch_threads=1", "env.max_steps=3",
         "env.history_length=0", "env.workers=2", "rollout.tasks_per_batch=2", "rollout.group_size=2",
@@ -265,7 +369,15 @@ def test_compare_end_to_end_is_resumable_and_shares_the_initial_eval(tmp_path, m
     assert cell["rollout_digests"]["1"] == grpo["rollout_digests"]["1"]
     assert grpo["shared_config_hash"] == cell["shared_config_hash"] and grpo["config_hash"] != cell["config_hash"]
     assert grpo["panel_hashes"] == cell["panel_hashes"] and grpo["curve"][0] == cell["curve"][0]
+    from seedrl.config import ModelConfig
+    from seedrl.experiments.compare import start_record
+
+    tiny = start_record(ModelConfig(name="tiny-micro"))  # TINY's model, init seed 0
+    # seen red on: build_cell without its "start" (KeyError); run_cell passing the last attempt's record
+    # instead of every attempt's fingerprints (the resumed cell below names one start, not two)
+    assert cell["start"] == grpo["start"] == tiny and tiny["fingerprint"]
     md = (out / "report.md").read_text()
+    assert f"start model (sha256 of its weights): {tiny['fingerprint'][:16]}, the same for every cell" in md
     assert "seedrl compare --config configs/sokoban_grpo.yaml --algos grpo,seed --seeds 2" in md
 
     # the reused iteration-0 eval is what a fresh `seed` trainer measures
@@ -288,6 +400,8 @@ def test_compare_end_to_end_is_resumable_and_shares_the_initial_eval(tmp_path, m
 
     states = iter([{"commit": "resumed", "dirty": False}])
     monkeypatch.setattr(compare_mod, "git_state", lambda: next(states, {"commit": "landed-later", "dirty": True}))
+    # ... and finds another start (its folder rewritten meanwhile): the cell names both fingerprints
+    monkeypatch.setattr(compare_mod, "start_record", lambda model: tiny | {"fingerprint": "f" * 64})
     r2 = _compare(tmp_path)
     assert r2.exit_code == 0, r2.output
     assert r2.output.count("done, skipped") == 3 and "cell grpo-seed1: resuming from iter_000001" in r2.output
@@ -297,6 +411,8 @@ def test_compare_end_to_end_is_resumable_and_shares_the_initial_eval(tmp_path, m
     again = json.loads((out / "cells" / "grpo-seed1.json").read_text())
     assert again["curve"] == grpo["curve"] and again["attempts"] == 2
     assert again["commit"] == grpo["commit"] + "+resumed" and again["dirty"] == grpo["dirty"]
+    assert again["start"]["fingerprint"] == tiny["fingerprint"] + "+" + "f" * 64
+    assert "**cells started from different models**" in (out / "report.md").read_text()
     monkeypatch.undo()
 
     # the report alone, and a config change is refused rather than mixed in
