@@ -65,13 +65,13 @@ TOP_MASS = (0.6, 0.25)
 #: the step budget the env is designed for (README, "Budget"): go, open, take at a closed receptacle
 #: leaves one spare step, so the first closed receptacle tried must be the right one
 DESIGN_BUDGET = 4
-#: how many receptacles a room holds (at least; the core classes may add one)
+#: how many receptacles a room holds, drawn uniformly (the core classes alone may hold more than the
+#: number drawn, never more than the maximum)
 ROOM_SIZE = (5, 7)
 
 SPLIT_SEED_BASE = {"train": 0, "valid_seen": 100_000, "valid_unseen": 200_000}
 _SPLIT_RANGE = 100_000
 _TASK_RE = re.compile(r"^find-s(\d{5,})$")
-TASK_PREFIX = "Your task is to: "
 INVALID_ACTION_OBS = "Nothing happens."
 GAME_OVER_OBS = "The game is over."
 
@@ -219,7 +219,7 @@ class HouseholdEnv(Env):
     """Find the object and take it; the admissible commands are listed every step, as ALFWorld's."""
 
     name = "household"
-    title = "a household (ALFWorld-style rooms)"
+    title = "Household Search"
     version = VERSION
     splits = {"train": 512, "valid_seen": 128, "valid_unseen": 128}
     options_model = HouseholdOptions
@@ -297,7 +297,9 @@ class HouseholdEnv(Env):
             self.checked.append(r)
 
     def admissible_actions(self) -> list[str] | None:
-        g = self._require()
+        if self.game is None:
+            return None
+        g = self.game
         if self.won:
             return []
         here = self.location

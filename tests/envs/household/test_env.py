@@ -299,6 +299,16 @@ def test_the_privileged_state_is_typed_and_follows_the_episode() -> None:
     assert s.visited == [a[6:] for a in actions if a.startswith("go to ")]
     assert s.prior_ranking == list(training_prior(0)[g.object_class]) and s.holding == g.target
     assert s.openable == [r for r in g.receptacles if rclass(r) in OPENABLE]
+    # visited, opened and checked differ: a closed receptacle gone to but not opened is not checked
+    closed = [r for r in g.receptacles if rclass(r) in OPENABLE]
+    shown = [r for r in g.receptacles if rclass(r) not in OPENABLE]
+    env.reset(tid)
+    for a in (f"go to {closed[0]}", f"go to {shown[0]}", f"go to {closed[-1]}", f"open {closed[-1]}",
+              f"close {closed[-1]}"):
+        assert env.step(a)[3]["action_valid"], a
+    ps = env.privileged_state()
+    assert ps["visited"] == [closed[0], shown[0], closed[-1]] and ps["opened"] == [closed[-1]]
+    assert ps["checked"] == [shown[0], closed[-1]] and ps["location"] == closed[-1] and ps["holding"] is None
 
 
 # -- the unchanged rollout, oracle analyzer and static analyzer ------------------------------------
