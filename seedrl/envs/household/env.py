@@ -412,30 +412,43 @@ def prior_search_action(env: HouseholdEnv) -> str | None:
     return search_action(env, prior_order(env))
 
 
-def play_searcher(tid: str, policy: str = "prior", max_steps: int = DESIGN_BUDGET, seed: int = 0,
-                  **env_kwargs: Any) -> tuple[list[str], bool]:
-    """(the commands, won) of one episode of ``policy``: ``prior`` (the prior-order searcher),
-    ``random`` (a uniformly random order, from ``random.Random(f"{seed}/{task id}")``) or ``oracle``
-    (the privileged expert), for at most ``max_steps`` commands."""
+SEARCHERS = ("oracle", "prior", "random")
+
+
+def searcher_steps(tid: str, policy: str = "prior", max_steps: int = DESIGN_BUDGET, seed: int = 0,
+                   **env_kwargs: Any) -> tuple[list[tuple[str, str]], bool]:
+    """([(observation, the command answering it)], won) of one episode of ``policy``: ``prior`` (the
+    prior-order searcher), ``random`` (a uniformly random order, from ``random.Random(f"{seed}/{task id}")``)
+    or ``oracle`` (the privileged expert), for at most ``max_steps`` commands."""
+    if policy not in SEARCHERS:
+        raise unknown_name("household searcher", policy, list(SEARCHERS))
     env = HouseholdEnv(**env_kwargs)
-    env.reset(tid)
+    obs = env.reset(tid)
     order = list(env._require().receptacles)
     random.Random(f"{seed}/{tid}").shuffle(order)
     choose = {"prior": prior_search_action, "random": lambda e: search_action(e, order),
               "oracle": lambda e: search_action(e, [e._require().location])}[policy]
-    actions: list[str] = []
-    while len(actions) < max_steps and not env.won:
+    steps: list[tuple[str, str]] = []
+    while len(steps) < max_steps and not env.won:
         a = choose(env)
         if a is None:
             break
-        actions.append(a)
-        env.step(a)
-    return actions, env.won
+        steps.append((obs, a))
+        obs = env.step(a)[0]
+    return steps, env.won
+
+
+def play_searcher(tid: str, policy: str = "prior", max_steps: int = DESIGN_BUDGET, seed: int = 0,
+                  **env_kwargs: Any) -> tuple[list[str], bool]:
+    """(the commands, won) of :func:`searcher_steps`."""
+    steps, won = searcher_steps(tid, policy, max_steps, seed, **env_kwargs)
+    return [a for _, a in steps], won
 
 
 def prior_search_actions(tid: str, max_steps: int = 50, **env_kwargs: Any) -> list[str]:
     """The commands the prior-order searcher plays on ``tid`` from the start (skill-free demonstrations;
-    for SFT rows through ``seedrl.train.sft`` set the env option ``expert: prior`` instead)."""
+    :func:`searcher_steps` pairs them with their observations; for SFT rows through ``seedrl.train.sft``
+    set the env option ``expert: prior`` instead)."""
     return play_searcher(tid, "prior", max_steps, **env_kwargs)[0]
 
 

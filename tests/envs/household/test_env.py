@@ -26,6 +26,7 @@ from seedrl.envs.household.env import (
     prior_search_action,
     prior_search_actions,
     rclass,
+    searcher_steps,
     searcher_success,
     split_prior,
     training_prior,
@@ -201,6 +202,15 @@ def test_the_prior_searcher_is_the_expert_option_and_its_demonstrations() -> Non
         first = prior_search_action(env)
         probs = env.prior[env.game.object_class]
         assert env.expert_action() == first == f"go to {max(env.game.receptacles, key=lambda r: probs.get(rclass(r), 0))}"
+    steps, won = searcher_steps(ids[0], "prior", 50)
+    obs = env.reset(ids[0])
+    for seen, a in steps:  # each command with the observation it answered
+        assert seen == obs
+        obs, _, _, info = env.step(a)
+        assert info["action_valid"]
+    assert won and env.won and [a for _, a in steps] == prior_search_actions(ids[0])
+    with pytest.raises(SeedRLError, match="oracle, prior, random"):
+        searcher_steps(ids[0], "greedy")
     # it recovers: an object taken by mistake is put back, then the search goes on
     tid = next(t for t in panel("train") if any(c and rclass(r) not in OPENABLE and generate_game(t).target not in c
                                                 for r, c in generate_game(t).contents.items()))
