@@ -409,6 +409,12 @@ class SFTConfig(_Strict):
     skill_demo_tasks: NonNegInt = 0
     #: random-action probability of the attempts those skills are written about (so they also fail)
     skill_attempt_noise: Fraction = 0.5
+    #: env kwargs laid over ``env.kwargs`` for the plain demonstrations (e.g. ``{expert: prior}``: a
+    #: skill-free searcher where the env's own expert knows hidden facts), and for the skill-conditioned
+    #: ones (e.g. ``{expert: oracle}``: the expert that acts on what the skill states). Tasks and the
+    #: evaluation use ``env.kwargs`` alone
+    demo_env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    skill_demo_env_kwargs: dict[str, Any] = Field(default_factory=dict)
     epochs: PosInt = 2
     lr: LearningRate = 1e-3
     weight_decay: NonNegFloat = 0.0

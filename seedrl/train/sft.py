@@ -268,9 +268,11 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     def demos(n: int) -> tuple[list[dict[str, Any]], str]:
         panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
-        rows = expert_demonstrations(e.name, e.kwargs, list(panel.task_ids[:n]), max_steps=e.max_steps,
+        rows = expert_demonstrations(e.name, e.kwargs | cfg.demo_env_kwargs, list(panel.task_ids[:n]),
+                                     max_steps=e.max_steps,
                                      history_length=e.history_length, noise=cfg.demo_noise, seed=cfg.seed)
-        return rows, f"expert demonstrations on {e.name}/{e.train_split} (panel {panel.hash})"
+        over = f", env kwargs {cfg.demo_env_kwargs}" if cfg.demo_env_kwargs else ""
+        return rows, f"expert demonstrations on {e.name}/{e.train_split} (panel {panel.hash}{over})"
 
     if cfg.data:
         rows, source = read_jsonl(cfg.data), cfg.data
@@ -281,12 +283,14 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
         rows, source = demos(cfg.demo_tasks)
     if cfg.skill_demo_tasks:
         panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
-        extra = skill_demonstrations(e.name, e.kwargs, list(panel.task_ids[:cfg.skill_demo_tasks]),
+        extra = skill_demonstrations(e.name, e.kwargs | cfg.skill_demo_env_kwargs,
+                                     list(panel.task_ids[:cfg.skill_demo_tasks]),
                                      max_steps=e.max_steps, history_length=e.history_length, noise=cfg.demo_noise,
                                      attempt_noise=cfg.skill_attempt_noise, seed=cfg.seed)
         rows = rows + extra
         source += (f" + {len(extra)} skill-conditioned demonstrations from {cfg.skill_demo_tasks} tasks "
-                   f"(oracle skills of attempts at noise {cfg.skill_attempt_noise})")
+                   f"(oracle skills of attempts at noise {cfg.skill_attempt_noise}"
+                   + (f", env kwargs {cfg.skill_demo_env_kwargs})" if cfg.skill_demo_env_kwargs else ")"))
     if not rows:
         raise SeedRLError("no SFT examples (the expert produced no actions?)")
     pairs = tokenize_pairs(tok, rows, cfg.max_seq_tokens)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from seedrl.models.loading import load_model, load_tokenizer
@@ -105,3 +106,33 @@ def test_label_smoothing_keeps_entropy_at_the_trained_tokens():
             e = entropy_from_logits(response_logits(m, b, False))
         ent[eps] = float((e * b.response_mask).sum() / b.response_mask.sum())
     assert ent[0.0] < 0.5 * ent[0.3], ent
+
+
+def test_demo_env_kwargs_choose_each_demonstrations_expert_and_never_the_tasks(monkeypatch, tmp_path):
+    """Plain demonstrations are played with env.kwargs | demo_env_kwargs, skill-conditioned ones with
+    env.kwargs | skill_demo_env_kwargs; the task ids come from env.kwargs alone (household: the prior
+    searcher without a skill, the privileged expert under one)."""
+    from seedrl.config import SFTConfig
+    from seedrl.envs.panels import build_panel
+    from seedrl.train import sft
+
+    seen = {}
+
+    def fake(kind):
+        def run(env_name, env_kwargs, task_ids, **kw):
+            seen[kind] = (dict(env_kwargs), list(task_ids))
+            return [{"messages": [{"role": "user", "content": "x"}], "response": "<action>look</action>"}]
+        return run
+
+    monkeypatch.setattr(sft, "expert_demonstrations", fake("plain"))
+    monkeypatch.setattr(sft, "skill_demonstrations", fake("skill"))
+    monkeypatch.setattr(sft, "sft_train", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop here")))
+    cfg = SFTConfig.model_validate({
+        "run_dir": str(tmp_path / "r"), "model": {"name": "tiny-micro"}, "demo_tasks": 3, "skill_demo_tasks": 2,
+        "env": {"name": "household", "kwargs": {"prior_seed": 0}}, "eval": {"num_tasks": 0},
+        "demo_env_kwargs": {"expert": "prior"}, "skill_demo_env_kwargs": {"expert": "oracle"}})
+    with pytest.raises(RuntimeError, match="stop here"):
+        sft.run_sft(cfg)
+    ids = list(build_panel("household", "train", None, prior_seed=0).task_ids)
+    assert seen["plain"] == ({"prior_seed": 0, "expert": "prior"}, ids[:3])
+    assert seen["skill"] == ({"prior_seed": 0, "expert": "oracle"}, ids[:2])
