@@ -19,8 +19,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from seedrl.envs.household.env import HouseholdEnv, rclass
+from seedrl.envs.household.env import HouseholdEnv
 from seedrl.envs.household.state import HouseholdPrivilegedState
+from seedrl.envs.household.world import rclass
 from seedrl.envs.oracle import names_another_env, norm, outcome
 from seedrl.rollout.types import Trajectory
 

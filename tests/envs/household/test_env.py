@@ -16,23 +16,27 @@ from seedrl.envs.base import WIN_REWARD
 from seedrl.envs.household import oracle
 from seedrl.envs.household.env import (
     DESIGN_BUDGET,
-    OBJECTS,
-    OPENABLE,
-    PLACES,
     HouseholdEnv,
-    game_key,
-    generate_game,
     play_searcher,
     prior_search_action,
     prior_search_actions,
-    rclass,
     searcher_steps,
     searcher_success,
+)
+from seedrl.envs.household.state import HouseholdPrivilegedState
+from seedrl.envs.household.world import (
+    OBJECTS,
+    OPENABLE,
+    PLACES,
+    game_key,
+    generate_game,
+    parse_task_id,
+    rclass,
     split_prior,
+    task_id,
     training_prior,
     unseen_prior,
 )
-from seedrl.envs.household.state import HouseholdPrivilegedState
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_folder, make_env
 from seedrl.errors import SeedRLError
@@ -89,9 +93,8 @@ def test_evaluation_panels_skip_games_that_repeat(monkeypatch) -> None:
     """A generator whose games repeat (seed modulo 700): valid_seen skips train games and its own repeats."""
     import seedrl.envs.household.env as household
 
-    real = household.generate_game
     monkeypatch.setattr(household, "generate_game",
-                        lambda tid, prior_seed=0: real(household.task_id(household.parse_task_id(tid) % 700)))
+                        lambda tid, prior_seed=0: generate_game(task_id(parse_task_id(tid) % 700)))
     ids = HouseholdEnv.panel_task_ids("valid_seen", 128)
     train = {game_key(household.generate_game(t)) for t in HouseholdEnv.panel_task_ids("train", 512)}
     keys = [game_key(household.generate_game(t)) for t in ids]

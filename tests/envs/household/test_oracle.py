@@ -7,14 +7,8 @@ from __future__ import annotations
 import random
 
 from seedrl.envs.household import oracle
-from seedrl.envs.household.env import (
-    OPENABLE,
-    HouseholdEnv,
-    generate_game,
-    play_searcher,
-    rclass,
-    training_prior,
-)
+from seedrl.envs.household.env import HouseholdEnv, play_searcher
+from seedrl.envs.household.world import OPENABLE, generate_game, rclass, training_prior
 from seedrl.envs.oracle import norm
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import make_env
