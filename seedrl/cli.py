@@ -45,7 +45,10 @@ def user_error_message(exc: BaseException) -> str | None:
         return f"not valid YAML: {_yaml_problem(exc)}"
     if isinstance(exc, OSError):
         return describe_os_error(exc)
-    return None
+    from seedrl.fileio import os_error_of
+
+    err = os_error_of(exc, None)  # a writer's full disk without an errno (safetensors' "os error 28", ...)
+    return describe_os_error(err) if err is not None else None
 
 
 class _OneLineErrors(TyperGroup):
@@ -126,18 +129,26 @@ def _check_out(out: Path | None) -> None:
 
 
 def _write_out(out: Path, res: dict) -> None:
-    """Write ``res`` to ``out``; if that fails after all (the disk filled meanwhile), the results go to a
-    file in the temp folder and the one-line error names both, so nothing computed is lost."""
+    """Write ``res`` to ``out`` atomically (a file written beside it, fsynced, renamed over it), so an
+    earlier ``out`` is replaced whole or not at all; if the write fails after all (the disk filled
+    meanwhile), the results go to a file in the temp folder and the one-line error names both, so nothing
+    computed is lost."""
     import tempfile
+
+    from seedrl.fileio import atomic_write
 
     text = json.dumps(res, indent=1)
     try:
-        out.write_text(text)
+        atomic_write(out, text)
     except OSError as exc:
-        fd, spare = tempfile.mkstemp(prefix="seedrl-eval-", suffix=".json")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
         reason = describe_os_error(exc) or str(exc)
+        try:
+            fd, spare = tempfile.mkstemp(prefix="seedrl-eval-", suffix=".json")
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        except OSError:
+            raise SeedRLError(f"could not write --out {str(out)!r} ({reason}), nor a copy in "
+                              f"{tempfile.gettempdir()}: the results are lost") from None
         raise SeedRLError(f"could not write --out {str(out)!r} ({reason}); the results are in {spare}") from None
 
 

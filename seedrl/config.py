@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from seedrl.envs.registry import DEFAULT_ENV
 from seedrl.errors import SeedRLError
+from seedrl.fileio import atomic_write
 from seedrl.methods import METHOD_NAMES, METHODS
 
 #: range-checked field types: a bad value fails when the config is built, naming the field. Every
@@ -584,4 +585,4 @@ def with_overrides(cfg: _Strict, overrides: list[str] | None):
 
 
 def save_config(cfg: BaseModel, path: str | Path) -> None:
-    Path(path).write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    atomic_write(path, yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))  # never a half config.yaml

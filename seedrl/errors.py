@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import errno
+import os
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 
 class SeedRLError(Exception):
@@ -32,15 +34,46 @@ _OS_HINTS: dict[int, str] = {
 USER_OS_ERRNOS = frozenset(_OS_HINTS)
 
 
+def free_bytes(path: str | os.PathLike | None) -> int | None:
+    """Bytes an unprivileged user may still write on the disk holding ``path`` (its nearest existing
+    folder), or None when that cannot be told."""
+    if path is None:
+        return None
+    p = Path(path).expanduser().absolute()
+    for q in (p, *p.parents):
+        try:
+            st = os.statvfs(q)
+        except (OSError, ValueError):
+            continue
+        return st.f_bavail * st.f_frsize
+    return None
+
+
+def human_bytes(n: int) -> str:
+    """``0 bytes``, ``812 KB``, ``3.1 GB``, ``15 GB`` (powers of 1024; a decimal only below 10)."""
+    if n < 1024:
+        return f"{n} bytes"
+    for unit in ("KB", "MB", "GB", "TB", "PB"):
+        n /= 1024
+        if n < 1024 or unit == "PB":
+            return f"{n:.1f} {unit}" if n < 10 else f"{n:.0f} {unit}"
+    raise AssertionError("unreachable")
+
+
 def describe_os_error(exc: OSError) -> str | None:
-    """One line for an OSError the user can fix (naming the path and the errno reason), else None."""
+    """One line for an OSError the user can fix (naming the path and the errno reason; a full disk
+    or quota also the space left there), else None."""
     if exc.errno not in _OS_HINTS:
         return None
     reason = exc.strerror or errno.errorcode.get(exc.errno, str(exc.errno))
     where = str(exc.filename) if exc.filename is not None else "a file"
     if exc.filename2 is not None:
         where += f" -> {exc.filename2}"
-    return f"{where}: {reason} ({errno.errorcode.get(exc.errno, exc.errno)}); {_OS_HINTS[exc.errno]}"
+    space = ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        free = free_bytes(exc.filename)
+        space = f"; {human_bytes(free)} free there" if free is not None else ""
+    return f"{where}: {reason} ({errno.errorcode.get(exc.errno, exc.errno)}){space}; {_OS_HINTS[exc.errno]}"
 
 
 # -- secrets ---------------------------------------------------------------------------------------

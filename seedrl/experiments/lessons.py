@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from seedrl.errors import SeedRLError
+from seedrl.fileio import atomic_write
 from seedrl.skills.facts import agreement
 
 DEFAULT_THRESHOLD = 0.5
@@ -445,8 +446,8 @@ def main_lessons(paths: Sequence[Path], out: Path | None = None, threshold: floa
         out = base / "lessons.md"
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(rep["markdown"])
+    atomic_write(out, rep["markdown"])
     if out.suffix != ".json":
-        out.with_suffix(".json").write_text(json.dumps({k: v for k, v in rep.items() if k != "markdown"},
-                                                       indent=1) + "\n")
+        atomic_write(out.with_suffix(".json"), json.dumps({k: v for k, v in rep.items() if k != "markdown"},
+                                                          indent=1) + "\n")
     return str(out)

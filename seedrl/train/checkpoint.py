@@ -28,7 +28,6 @@ fails to load makes them count as damaged).
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import logging
@@ -43,7 +42,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from seedrl.errors import SeedRLError
+from seedrl.errors import SeedRLError, describe_os_error
+from seedrl.fileio import atomic_write, writing
 from seedrl.models.loading import refused_global, safetensors_problem
 from seedrl.train import fsdp
 
@@ -83,11 +83,7 @@ def _fsync_path(path: Path) -> None:
 
 
 def _atomic_write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    _fsync_path(tmp)
-    os.replace(tmp, path)
-    _fsync_path(path.parent)
+    atomic_write(path, text)  # .<name>.tmp<pid> beside it (_POINTER_TMP), fsynced, renamed
 
 
 def _sha256(path: Path) -> str:
@@ -221,11 +217,11 @@ def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, opt
 
     ``model_state``/``optimizer_state``: the full weights and the optimizer state in the
     one-process form, when the model is sharded (:mod:`seedrl.train.fsdp` gathers them on rank 0),
-    written instead of ``model.state_dict()``/``optimizer.state_dict()``."""
-    from safetensors.torch import save_file
+    written instead of ``model.state_dict()``/``optimizer.state_dict()``.
 
-    from seedrl.models.loading import save_model
-
+    A write that fails (a full disk: ``OSError(ENOSPC)``, safetensors' ``os error 28``, torch's
+    ``unexpected pos``) removes the temporary folder and raises one :class:`SeedRLError` line naming
+    the file, the space left and the newest checkpoint, which is untouched."""
     root = Path(ckpt_root)
     bad = nonfinite_weights(model_state.items() if model_state is not None else model.named_parameters())
     if bad is not None:  # never a checkpoint of a diverged model (the trainer stops before this; a guard)
@@ -237,35 +233,15 @@ def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, opt
     tmp = root / f".tmp-{name}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    _fault("begin")
-    tmp.mkdir()
-    save_model(model, tokenizer, tmp / "model", state_dict=model_state)  # a plain HF folder: `seedrl eval` loads it
-    _fault("model")
-    if hasattr(model, "peft_config"):  # exact adapter weights for resuming LoRA runs (the frozen base
-        # comes from model.name; saving it too would also trip over tied embeddings, one shared tensor)
-        save_file({n: p.detach().contiguous() for n, p in model.named_parameters() if p.requires_grad},
-                  str(tmp / "trainable.safetensors"))
-        _fault("trainable")
-    _torch_save({"optimizer": optimizer.state_dict() if optimizer_state is None else optimizer_state,
-                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
-                 "rng": rng_state()}, tmp / "trainer.pt")
-    _fault("trainer_state")
-    (tmp / "state.json").write_text(json.dumps({"iteration": iteration, **state}, indent=1))
-    _fault("state")
-    files = {}
-    for rel in _files(tmp):
-        p = tmp / rel
-        _fsync_path(p)
-        files[rel] = {"size": p.stat().st_size, "sha256": _sha256(p)}
-    (tmp / MANIFEST).write_text(json.dumps({"format": MANIFEST_FORMAT, "iteration": iteration, "files": files},
-                                           indent=1))
-    _fsync_path(tmp / MANIFEST)
-    _fault("manifest")
-    (tmp / COMPLETE).write_text("ok\n")
-    _fsync_path(tmp / COMPLETE)
-    for d in {tmp, *((tmp / rel).parent for rel in files)}:
-        _fsync_path(d)
-    _fault("complete")
+    try:
+        _write_checkpoint_files(tmp, iteration, model, tokenizer, optimizer, state, scheduler, model_state,
+                                optimizer_state)
+    except Exception as exc:  # a kill (BaseException) leaves the folder to remove_orphans
+        line = describe_os_error(exc) if isinstance(exc, OSError) else None  # the space left, before cleaning
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed save frees what it wrote
+        if line is None:
+            raise
+        raise SeedRLError(f"checkpoint {name} not saved: {line}; {newest_checkpoint_note(root)}") from exc
     final = root / name
     if final.exists():
         shutil.rmtree(final)
@@ -280,6 +256,51 @@ def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, opt
     return final
 
 
+def _write_checkpoint_files(tmp: Path, iteration: int, model, tokenizer, optimizer, state: dict[str, Any],
+                            scheduler, model_state: dict[str, torch.Tensor] | None,
+                            optimizer_state: dict[str, Any] | None) -> None:
+    """Every file of a checkpoint into ``tmp``, fsynced, ``COMPLETE`` last; an OS fault of any
+    writer is raised as an ``OSError`` naming the file (:func:`seedrl.fileio.writing`)."""
+    from safetensors.torch import save_file
+
+    from seedrl.models.loading import save_model
+
+    _fault("begin")
+    tmp.mkdir()
+    with writing(tmp / "model"):  # a plain HF folder: `seedrl eval` loads it
+        save_model(model, tokenizer, tmp / "model", state_dict=model_state)
+    _fault("model")
+    if hasattr(model, "peft_config"):  # exact adapter weights for resuming LoRA runs (the frozen base
+        # comes from model.name; saving it too would also trip over tied embeddings, one shared tensor)
+        with writing(tmp / "trainable.safetensors"):
+            save_file({n: p.detach().contiguous() for n, p in model.named_parameters() if p.requires_grad},
+                      str(tmp / "trainable.safetensors"))
+        _fault("trainable")
+    _torch_save({"optimizer": optimizer.state_dict() if optimizer_state is None else optimizer_state,
+                 "scheduler": scheduler.state_dict() if scheduler is not None else None,
+                 "rng": rng_state()}, tmp / "trainer.pt")
+    _fault("trainer_state")
+    with writing(tmp / "state.json"):
+        (tmp / "state.json").write_text(json.dumps({"iteration": iteration, **state}, indent=1))
+    _fault("state")
+    files = {}
+    for rel in _files(tmp):
+        p = tmp / rel
+        _fsync_path(p)
+        files[rel] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+    with writing(tmp / MANIFEST):
+        (tmp / MANIFEST).write_text(json.dumps({"format": MANIFEST_FORMAT, "iteration": iteration, "files": files},
+                                               indent=1))
+    _fsync_path(tmp / MANIFEST)
+    _fault("manifest")
+    with writing(tmp / COMPLETE):
+        (tmp / COMPLETE).write_text("ok\n")
+    _fsync_path(tmp / COMPLETE)
+    for d in {tmp, *((tmp / rel).parent for rel in files)}:
+        _fsync_path(d)
+    _fault("complete")
+
+
 def newest_checkpoint_note(ckpt_root: str | Path) -> str:
     """``the newest checkpoint, iter_XXXXXX, is untouched`` (or that there is none), for error lines of
     a run that stops without saving."""
@@ -287,22 +308,12 @@ def newest_checkpoint_note(ckpt_root: str | Path) -> str:
     return f"the newest checkpoint, {dirs[0].name}, is untouched" if dirs else "no checkpoint was written"
 
 
-#: below this much free space, a failed torch.save write is taken for a full disk
-_FULL_BYTES = 64 << 20
-
-
 def _torch_save(obj: Any, path: Path) -> None:
-    """``torch.save``, whose failed write on a full disk is a C++ ``RuntimeError`` (inline_container.cc)
-    without an errno: raised as the ``OSError(ENOSPC)`` it is, so the CLI prints its one line."""
-    try:
+    """``torch.save``, whose failed write on a full disk is a C++ ``RuntimeError`` (inline_container.cc:
+    ``unexpected pos``, ``file write failed``) without an errno: raised as the ``OSError(ENOSPC)`` it is
+    when the disk is nearly full (:func:`seedrl.fileio.os_error_of`), so the CLI prints its one line."""
+    with writing(path):
         torch.save(obj, path)
-    except RuntimeError as exc:
-        if "write" not in str(exc).lower():
-            raise
-        st = os.statvfs(path.parent)
-        if st.f_bavail * st.f_frsize < _FULL_BYTES:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path)) from None
-        raise
 
 
 # ------------------------------------------------------------------------------------ verifying

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from seedrl.config import LogConfig
+from seedrl.fileio import writing
 
 SHOWN = ("rollout/success_rate", "rollout/invalid_rate", "loss/pg", "loss/kl", "adv/zero_frac",
          "skills/parse_rate", "loss/opd")
@@ -35,7 +36,8 @@ class MetricsLogger:
             self.wandb = wandb.init(project=cfg.wandb_project, dir=str(run_dir), resume="allow")
 
     def log(self, metrics: dict[str, Any]) -> None:
-        with self.path.open("a") as f:
+        # appended: a failed write leaves at most a torn last line, which a resume drops (cut_rows)
+        with writing(self.path), self.path.open("a") as f:
             f.write(json.dumps(metrics) + "\n")
         step = metrics.get("iteration", 0)
         if self.tb is not None:
@@ -47,7 +49,7 @@ class MetricsLogger:
 
     def log_eval(self, res: dict[str, Any]) -> None:
         row = {k: v for k, v in res.items() if k != "tasks"}
-        with self.eval_path.open("a") as f:
+        with writing(self.eval_path), self.eval_path.open("a") as f:
             f.write(json.dumps(row) + "\n")
         if self.tb is not None:
             self.tb.add_scalar(f"eval/{res['split']}/success_rate", res["success_rate"], res.get("iteration", 0))

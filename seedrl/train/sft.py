@@ -32,6 +32,7 @@ from seedrl.config import SFTConfig, save_config
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class, make_env
 from seedrl.errors import SeedRLError
+from seedrl.fileio import atomic_write, writing
 from seedrl.models.loading import save_model
 from seedrl.models.scoring import forward_logprobs, pack, response_logits
 from seedrl.rollout.runner import encode_messages
@@ -302,7 +303,7 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                        history_length=e.history_length, max_new_tokens=64, greedy=cfg.eval.greedy,
                        temperature=cfg.eval.temperature, batch_size=cfg.eval.batch_size, seed=cfg.seed,
                        num_tasks=cfg.eval.num_tasks)
-        (run_dir / f"eval_{tag}.json").write_text(json.dumps(res, indent=1))
+        atomic_write(run_dir / f"eval_{tag}.json", json.dumps(res, indent=1))
         return res
 
     t0 = time.perf_counter()
@@ -324,11 +325,11 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                 "train_seconds": time.perf_counter() - t0,
                 # how much the start still explores where it decides (RL needs mixed groups)
                 "decision_entropy": decision_entropy(model, tok, pairs, bf16=bf16)}
-    save_model(model, tok, run_dir / "model")
+    with writing(run_dir / "model"):  # a full disk in safetensors or the tokenizer's writer: one line
+        save_model(model, tok, run_dir / "model")
     if cfg.eval.num_tasks != 0:
         summary["eval_after"] = run_eval("after")
-    with (run_dir / "sft_losses.jsonl").open("w") as f:
-        for i, loss in enumerate(losses, 1):
-            f.write(json.dumps({"step": i, "loss": loss}) + "\n")
-    (run_dir / "summary.json").write_text(json.dumps({k: v for k, v in summary.items()}, indent=1, default=str))
+    atomic_write(run_dir / "sft_losses.jsonl", "".join(json.dumps({"step": i, "loss": loss}) + "\n"
+                                                       for i, loss in enumerate(losses, 1)))
+    atomic_write(run_dir / "summary.json", json.dumps({k: v for k, v in summary.items()}, indent=1, default=str))
     return summary

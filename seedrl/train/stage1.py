@@ -38,6 +38,7 @@ from seedrl.config import TrainConfig
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class
 from seedrl.errors import SeedRLError
+from seedrl.fileio import atomic_write
 from seedrl.methods.sources import make_analyzer
 from seedrl.models.loading import load_model, load_tokenizer
 from seedrl.models.precision import resolve_precision
@@ -117,9 +118,7 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
     finally:
         backend.close()  # a vLLM engine is shut down (a no-op for HF)
     rows, note = balance_outcomes(rows, min_failure_frac)
-    with out.open("w") as f:
-        for row in rows:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    atomic_write(out, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))  # never half a data file
     failures = sum(not r["success"] for r in rows)
     lengths = sorted(target_tokens)
     summary = provenance | {
@@ -131,7 +130,7 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
                           "p95": lengths[int(0.95 * (len(lengths) - 1))] if lengths else 0,
                           "max": lengths[-1] if lengths else 0},
         "seconds": time.perf_counter() - t0}
-    Path(str(out) + ".meta.json").write_text(json.dumps(summary, indent=1))
+    atomic_write(Path(str(out) + ".meta.json"), json.dumps(summary, indent=1))
     return summary
 
 

@@ -42,6 +42,7 @@ from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class
 from seedrl.errors import SeedRLError
 from seedrl.eval.evaluate import evaluate
+from seedrl.fileio import atomic_write
 from seedrl.methods.runtime import build_method
 from seedrl.methods.teacher import teacher_prompt_ids
 from seedrl.models.loading import load_model
@@ -266,7 +267,7 @@ class Trainer:
         policy = build_policy(m, what="policy")
         self.tokenizer, self.model, self.precision = policy.tokenizer, policy.model, policy.precision
         if main:
-            (self.run_dir / "precision.json").write_text(json.dumps(asdict(self.precision), indent=1))
+            atomic_write(self.run_dir / "precision.json", json.dumps(asdict(self.precision), indent=1))
         self.ref_model = None
         if cfg.algo.kl_coef > 0 and not m.lora:  # LoRA: the reference is the base with adapters off
             self.ref_model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=self.tokenizer,
@@ -299,7 +300,7 @@ class Trainer:
         if self.skill_source is not None and main:
             log.info("static skills: %s layout in %s (sha256 %s)", self.skill_source["layout"],
                      self.skill_source["dir"], self.skill_source["sha256"][:12])
-            (self.run_dir / "skill_source.json").write_text(json.dumps(self.skill_source, indent=1))
+            atomic_write(self.run_dir / "skill_source.json", json.dumps(self.skill_source, indent=1))
 
         e = cfg.env
         self.train_panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
@@ -848,7 +849,7 @@ class Trainer:
     def _write_evals(self, tag: str, results: dict[str, dict[str, Any]]) -> None:
         (self.run_dir / "eval").mkdir(exist_ok=True)
         for split, res in results.items():
-            (self.run_dir / "eval" / f"{tag}_{split}.json").write_text(json.dumps(res, indent=1))
+            atomic_write(self.run_dir / "eval" / f"{tag}_{split}.json", json.dumps(res, indent=1))
 
     def _log_evals(self, results: dict[str, dict[str, Any]]) -> None:
         for res in results.values():

@@ -470,6 +470,37 @@ def test_nan_weights_in_a_checkpoint_are_refused_by_eval_and_skipped_by_resume(r
     assert_same_run(run_copy, tr.model, reference)
 
 
+def test_a_full_disk_at_the_save_is_one_line_and_keeps_the_checkpoints(run_copy, monkeypatch):
+    """`seedrl train` whose checkpoint write hits a full disk (safetensors' own error text, no errno): one line
+    naming the file and the space left, exit 2; the earlier checkpoints stay and no partial folder is left."""
+    import os
+    from types import SimpleNamespace
+
+    from safetensors import SafetensorError
+    from typer.testing import CliRunner
+
+    import seedrl.models.loading as loading
+    from seedrl.cli import app
+
+    ckpts = run_copy / "checkpoints"
+    before = {p.relative_to(ckpts): p.read_bytes() for p in ckpts.rglob("*") if p.is_file()}
+
+    def full(*a, **k):
+        raise SafetensorError("Error while serializing: I/O error: No space left on device (os error 28)")
+
+    monkeypatch.setattr(loading, "save_model", full)
+    monkeypatch.setattr(os, "statvfs", lambda p: SimpleNamespace(f_bavail=3, f_frsize=4096))
+    r = CliRunner().invoke(app, ["train", "-c", str(run_copy / "config.yaml"), "--resume", "--set", "iterations=3"])
+    monkeypatch.undo()
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in r.output, r.output
+    assert lines[0].startswith("error: checkpoint iter_000003 not saved: ") and "/model: No space left on device " \
+        "(ENOSPC); 12 KB free there" in lines[0] and "iter_000002, is untouched" in lines[0], lines[0]
+    assert {p.relative_to(ckpts): p.read_bytes() for p in ckpts.rglob("*") if p.is_file()} == before
+    assert sorted(p.name for p in ckpts.iterdir()) == ["iter_000001", "iter_000002", "latest"]
+
+
 def test_save_checkpoint_refuses_non_finite_weights(run_copy, tiny_tokenizer):
     """The guard under the trainer's check: nothing is written, the newest checkpoint stays."""
     from seedrl.models.loading import load_model
