@@ -76,11 +76,14 @@ def counterfactual(env: HouseholdEnv, default_action: str, rng: random.Random) -
     """A skill, worded as :func:`hindsight` words it, saying the object was in a receptacle other than
     the one ``default_action`` goes to (or acts on), and the command that goes there. The receptacle is
     drawn by ``rng`` from the room's unchecked ones where the object's class can lie (any unchecked one
-    if none can), never where the agent stands. ``None`` when no such receptacle is left (or the episode
-    is over). Reads the live env without changing it."""
+    if none can), never where the agent stands. ``None`` when no such receptacle is left, once the agent
+    has seen the object (a skill placing it elsewhere would contradict the observation), or when the
+    episode is over. Reads the live env without changing it."""
     if env.game is None or env.won:
         return None
     g, default = env.game, norm(default_action)
+    if any(g.target in env.contents[r] for r in env.checked):
+        return None
     target = default[len("go to "):] if default.startswith("go to ") else env.location
     admissible = {norm(a): a for a in env.admissible_actions() or []}
     free = [r for r in g.receptacles if r not in (target, env.location) and r not in env.checked
