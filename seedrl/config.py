@@ -447,6 +447,37 @@ def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:
     cur[keys[-1]] = value
 
 
+class StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (plain YAML keeps the last, so a
+    second ``rollout:`` section silently replaced the first), naming the key and both lines. Keys merged
+    in with ``<<:`` may be overridden, as YAML means them to be."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, Any] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark)
+                except TypeError:  # an unhashable key: the base class says so
+                    continue
+                if first is not key_node.start_mark:
+                    a, b = first, key_node.start_mark
+                    where = (f"line {a.line + 1}, columns {a.column + 1} and {b.column + 1}" if a.line == b.line
+                             else f"lines {a.line + 1} and {b.line + 1}")
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        f"key {key!r} appears twice ({where}); keep one", b)
+        return super().construct_mapping(node, deep=deep)
+
+
+def strict_yaml_load(text: str) -> Any:
+    """``yaml.safe_load`` that refuses duplicated keys (:class:`StrictLoader`)."""
+    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader subclass
+
+
 def _yaml_problem(exc: yaml.YAMLError) -> str:
     """``line L, column C: <problem>`` of a YAML error, on one line."""
     mark = getattr(exc, "problem_mark", None)
@@ -458,7 +489,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def parse_yaml_value(raw: str, what: str) -> Any:
     """A YAML scalar/flow value given on the command line; a syntax error names ``what``."""
     try:
-        return yaml.safe_load(raw)
+        return strict_yaml_load(raw)
     except yaml.YAMLError as exc:
         raise SeedRLError(f"{what}: {raw!r} is not valid YAML ({_yaml_problem(exc)}); quote or fix it") from None
 
@@ -517,7 +548,7 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise SeedRLError(f"config {str(path)!r} cannot be read: {reason}") from None
     try:
-        data = yaml.safe_load(text)
+        data = strict_yaml_load(text)
     except yaml.YAMLError as exc:
         raise SeedRLError(f"config {str(path)!r} is not valid YAML: {_yaml_problem(exc)}; fix the file") from None
     if data is None:

@@ -30,6 +30,16 @@ _OS_HINTS: dict[int, str] = {
     errno.ENOENT: "check the path",
     errno.ENAMETOOLONG: "use a shorter path",
     errno.EMFILE: "too many open files: raise `ulimit -n` or lower env.workers",
+    errno.ENFILE: "the system has too many open files: close some programs or lower env.workers",
+    errno.ELOOP: "a symbolic link points back into itself (or the chain is too long): fix or replace the link",
+    errno.EIO: "the disk or network file system failed to read or write: check it (dmesg), or use another path",
+    errno.EFBIG: "the file is too large for this file system: write elsewhere",
+    errno.ENXIO: "no such device behind this path: give a regular file or folder",
+    errno.ENODEV: "no such device behind this path: give a regular file or folder",
+    errno.EBUSY: "the file or device is busy: try again when it is free, or use another path",
+    errno.ETXTBSY: "the file is in use by a running program: use another path",
+    errno.ESTALE: "a stale network file system handle: remount or reopen the folder",
+    errno.ENOTEMPTY: "the folder is not empty: remove what is in it or choose another path",
 }
 USER_OS_ERRNOS = frozenset(_OS_HINTS)
 

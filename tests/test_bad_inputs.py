@@ -31,11 +31,13 @@ def files(tmp_path_factory) -> dict[str, str]:
     d = tmp_path_factory.mktemp("bad")
     (d / "bad.yaml").write_text("model: {name: tiny-micro\nrun_dir: x\n")
     (d / "list.yaml").write_text("- 1\n- 2\n")
+    (d / "dup.yaml").write_text("run_dir: x\nrollout:\n  group_size: 4\nalgo: {name: grpo}\nrollout:\n  tasks_per_batch: 2\n")
     (d / "folder.yaml").mkdir()
     (d / "bad.jsonl").write_text('{"prompt": "p", "response": "r"}\n\nnot json\n')
     (d / "afile").write_text("")
     _bad_models(d)
-    return {k: str(d / k) for k in ("bad.yaml", "list.yaml", "folder.yaml", "bad.jsonl", "afile")} | {"tmp": str(d)}
+    return {k: str(d / k) for k in ("bad.yaml", "list.yaml", "dup.yaml", "folder.yaml", "bad.jsonl", "afile")} | {
+        "tmp": str(d)}
 
 
 class _Evil:
@@ -54,8 +56,10 @@ def _bad_models(d: Path) -> None:
     tok = load_tokenizer("tiny-micro")
     model = load_model("tiny-micro", tokenizer=tok)
     save_model(model, tok, d / "good")
-    for name in ("trunc", "pickled", "notok"):
+    for name in ("trunc", "pickled", "notok", "loop"):
         shutil.copytree(d / "good", d / name)
+    (d / "loop" / "model.safetensors").unlink()
+    (d / "loop" / "model.safetensors").symlink_to("model.safetensors")  # a link to itself
     w = d / "trunc" / "model.safetensors"
     w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
     (d / "pickled" / "model.safetensors").unlink()
@@ -90,6 +94,8 @@ CASES = [
     ("config-is-folder", ["train", "-c", "{folder.yaml}"], "is a folder; give a YAML file"),
     ("config-not-mapping", ["train", "-c", "{list.yaml}"], "must be a mapping of keys"),
     ("config-missing", ["train", "-c", "{tmp}/none.yaml"], "not found; presets in configs/"),
+    ("config-duplicate-section", ["train", "-c", "{dup.yaml}"], "key 'rollout' appears twice (lines 2 and 5); keep one"),
+    ("set-duplicate-key", _train("optim={lr: 1e-5, lr: 1e-3}"), "key 'lr' appears twice (line 1, columns 2 and 12)"),
     ("set-no-equals", _train("optim.lr"), "--set expects key=value"),
     ("set-empty-key", _train("=3"), "--set expects key=value"),
     ("set-unknown-key", _train("optim.lrate=1"), "unknown config key 'optim.lrate'; valid keys here: lr"),
@@ -132,6 +138,9 @@ CASES = [
     ("model-pickled-code", ["eval", "--checkpoint", "{tmp}/pickled", "--env", "sokoban"],
      "pickled weights hold more than tensors (it references posix.getcwd); refused"),
     ("model-without-tokenizer", _train("model.name={tmp}/notok"), "has no tokenizer"),
+    ("model-symlink-loop", ["eval", "--checkpoint", "{tmp}/loop", "--env", "sokoban"],
+     "loop/model.safetensors: Too many levels of symbolic links (ELOOP); a symbolic link points back into itself"),
+    ("train-model-symlink-loop", _train("model.name={tmp}/loop"), "Too many levels of symbolic links (ELOOP)"),
     ("model-empty-folder", _train("model.name={tmp}/emptydir"), "has no config.json"),
     ("eval-checkpoint-truncated", ["eval", "--checkpoint", "{tmp}/ckrun/checkpoints/iter_000001"],
      "cannot be trusted"),
@@ -247,6 +256,14 @@ def test_verbose_shows_the_traceback_of_a_user_error(files):
     r = run_cli(["train", "-c", CFG, "--set", "model.name=./no/such", "--set", f"run_dir={files['tmp']}/v", "-v"])
     assert r.returncode == 2 and "Traceback" in r.stderr
     assert r.stderr.strip().splitlines()[-1].startswith("error: model path './no/such' does not exist")
+
+
+@pytest.mark.parametrize("code", [errno.ELOOP, errno.EIO, errno.EFBIG, errno.ENXIO, errno.ENODEV, errno.EBUSY,
+                                  errno.ETXTBSY, errno.ESTALE, errno.ENOTEMPTY, errno.ENFILE])
+def test_other_os_faults_are_one_line_naming_the_path(code):
+    line = user_error_message(OSError(code, os.strerror(code), "/data/model.safetensors"))
+    assert line is not None and line.startswith(f"/data/model.safetensors: {os.strerror(code)} ("), line
+    assert "\n" not in line
 
 
 def test_user_error_message_classes():

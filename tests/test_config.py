@@ -159,3 +159,37 @@ def test_the_legacy_autocast_key_is_honoured_or_refused_never_ignored():
     with pytest.raises(SeedRLError) as e:
         precision("configs/alfworld_grpo.yaml", "false")
     assert "contradicts precision='bf16'" in str(e.value) and "\n" not in str(e.value)
+
+
+# -- strict YAML: a key given twice is refused, never silently replaced -------------------------------
+def test_a_duplicated_section_in_a_config_file_is_refused_with_both_lines(tmp_path):
+    p = tmp_path / "dup.yaml"
+    p.write_text("run_dir: x\nrollout:\n  group_size: 4\nalgo: {name: grpo}\nrollout:\n  tasks_per_batch: 2\n")
+    with pytest.raises(SeedRLError) as e:
+        load_config(TrainConfig, p)
+    msg = str(e.value)
+    assert "key 'rollout' appears twice (lines 2 and 5); keep one" in msg and "dup.yaml" in msg and "\n" not in msg
+
+
+def test_a_duplicated_nested_key_and_a_saved_run_config_are_refused(tmp_path):
+    p = tmp_path / "config.yaml"
+    p.write_text("optim:\n  lr: 1.0e-5\n  ppo_epochs: 2\n  lr: 1.0e-3\n")
+    with pytest.raises(SeedRLError, match=r"key 'lr' appears twice \(lines 2 and 4\)"):
+        load_config(TrainConfig, p)
+    from seedrl.config import load_run_config
+
+    with pytest.raises(SeedRLError, match=r"key 'lr' appears twice"):
+        load_run_config(p)
+
+
+def test_a_duplicated_key_in_a_set_value_is_refused():
+    with pytest.raises(SeedRLError, match=r"--set optim: .*key 'lr' appears twice \(line 1, columns 2 and 12\)"):
+        load_config(TrainConfig, None, ["optim={lr: 1e-5, lr: 1e-3}"])
+
+
+def test_merge_keys_may_still_override_and_plain_yaml_still_loads(tmp_path):
+    from seedrl.config import strict_yaml_load
+
+    assert strict_yaml_load("a: &b {x: 1, y: 2}\nc:\n  <<: *b\n  x: 3\n") == {"a": {"x": 1, "y": 2},
+                                                                              "c": {"x": 3, "y": 2}}
+    assert strict_yaml_load("a: [1, 1]\nb: {c: 1, d: 1}\n") == {"a": [1, 1], "b": {"c": 1, "d": 1}}

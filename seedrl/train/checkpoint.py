@@ -511,6 +511,15 @@ def _apply(ckpt: Path, model, optimizer, scheduler, sd, blob) -> None:
     """Restore ``ckpt``'s weights, optimizer, scheduler and RNG (a sharded model: every rank loads
     the full checkpoint into its shards, see :mod:`seedrl.train.fsdp`)."""
     sharded = fsdp.is_sharded(model)
+    own = model.state_dict()  # a sharded model's DTensors report their full shapes
+    wrong = [(k, tuple(v.shape), tuple(own[k].shape)) for k, v in sd.items()
+             if k in own and tuple(v.shape) != tuple(own[k].shape)]
+    if wrong:  # e.g. a hand-edited config.yaml that names another model: not a state_dict traceback
+        k, theirs, ours = wrong[0]
+        more = f" (and {len(wrong) - 1} more tensors)" if len(wrong) > 1 else ""
+        raise SeedRLError(f"checkpoint {ckpt} does not fit the configured model: {k} is {list(theirs)} in the "
+                          f"checkpoint, {list(ours)} in the model{more}; resume with the model the run was "
+                          f"trained with")
     if (ckpt / "trainable.safetensors").exists():  # LoRA: the trainable parameters (or, before, everything)
         _, unexpected = model.load_state_dict(sd, strict=False)
         lost = sorted(n for n, p in model.named_parameters() if p.requires_grad and n not in sd)

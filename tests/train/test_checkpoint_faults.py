@@ -389,6 +389,21 @@ def test_resume_refuses_settings_that_change_the_run(run_copy, key, value, shown
     assert not (run_copy / "config_changes.jsonl").exists()
 
 
+def test_resume_into_another_model_is_one_line_naming_both_shapes(run_copy):
+    """config.yaml edited by hand to name another model, and the matching --set: the resume check sees no
+    change, and the checkpoint's weights do not fit: one line with both shapes, nothing touched."""
+    conf = yaml.safe_load((run_copy / "config.yaml").read_text())
+    conf["model"]["name"] = "tiny-3m"
+    (run_copy / "config.yaml").write_text(yaml.safe_dump(conf, sort_keys=False))
+    files = {p: p.read_bytes() for p in run_copy.rglob("*") if p.is_file()}
+    with pytest.raises(SeedRLError) as exc:
+        resume(run_copy, **{"model.name": "tiny-3m"})
+    msg = str(exc.value)
+    assert "iter_000002 does not fit the configured model: model.embed_tokens.weight is [1024, 64] in the " \
+           "checkpoint, [1024, 160] in the model (and 25 more tensors)" in msg and "\n" not in msg, msg
+    assert {p: p.read_bytes() for p in run_copy.rglob("*") if p.is_file()} == files
+
+
 def test_resume_with_a_broken_config_yaml_is_one_error_line(run_copy):
     (run_copy / "config.yaml").write_text("seed: [0,\n")
     with pytest.raises(SeedRLError, match="config.yaml is unreadable") as exc:
