@@ -556,6 +556,11 @@ def _skill_lift(source: str, backend, tok, model, panels, settings, seed_list, r
                       f"success {r['success_without_skill']:.3f} without -> {r['success_with_skill']:.3f} with the skill "
                       f"(won only with {r['won_only_with_skill']}, only without {r['won_only_without_skill']}, "
                       f"McNemar p {r['mcnemar_p']:.2g}); teacher above student: {shift}", markup=False)
+        if r.get("facts_checked"):
+            pct = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
+            console.print(f"  {source} skills' facts agree with the env's oracle: {pct(r['fact_agreement'])} of "
+                          f"{r['facts_checked']} checkable (first attempts won {pct(r['fact_agreement_success'])}, "
+                          f"lost {pct(r['fact_agreement_failure'])})", markup=False)
         f = r.get("follow")
         if f is not None:
             console.print(f"  skill following: {'n/a' if f['follow_rate'] is None else format(f['follow_rate'], '.3f')}"

@@ -42,6 +42,7 @@ from seedrl.models.scoring import pack, response_logits, unalign
 from seedrl.rollout.backends import GenerationBackend, SamplingParams
 from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import RolloutSettings, encode_messages, rollout
+from seedrl.skills.facts import agreement, check_facts
 from seedrl.skills.injection import inject_into_messages
 
 DIAGNOSTIC = "skill_lift"
@@ -82,7 +83,9 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
             follows += follow_probe(backend, tokenizer, panel.env, dict(panel.env_kwargs), decisions,
                                     sampling=settings.sampling, max_prompt_tokens=max_prompt_tokens,
                                     seed=seed + start, batch_size=batch_size)
-        results = {t.task_id: r for t, r in zip(playable, analyzer.analyze(playable))}
+        analysed = analyzer.analyze(playable)
+        check_facts(panel.env, playable, analysed)  # the analyzer's facts against each attempt's own state
+        results = {t.task_id: r for t, r in zip(playable, analysed)}
         skills = {tid: r.skill for tid, r in results.items() if r.skill}
 
         def with_skill(task_id: str, messages: list[dict[str, str]], skills=skills) -> list[dict[str, str]]:
@@ -104,6 +107,7 @@ def skill_lift(backend: GenerationBackend, tokenizer, model, panel: Panel, analy
             second = again.get(t.task_id)
             rows.append({"task_id": t.task_id, "type": cls.task_type(t.task_id), "won": t.won,
                          "skill": r.skill if r else None, "analysis_error": (r.error if r else t.error),
+                         "fact_agrees": r.fact_agrees if r else None,
                          "won_with_skill": None if second is None else second.won,
                          "steps": len(t.steps), "steps_with_skill": None if second is None else len(second.steps)})
     return _summary(panel, played, rows, deltas, disagreement, analyzer) | {
@@ -180,6 +184,10 @@ def _summary(panel: Panel, played: Panel, rows: list[dict[str, Any]], deltas: li
         "lift": (helped - plain) / max(1, k),
         "won_only_with_skill": sum(r["won_with_skill"] and not r["won"] for r in skilled),
         "won_only_without_skill": sum(r["won"] and not r["won_with_skill"] for r in skilled),
+        # the analyzer's facts against the oracle's (envs with fact_agreement), first attempts won / lost
+        **{f"fact_agreement{tag}": agreement(r["fact_agrees"] for r in rows if want is None or r["won"] is want)[0]
+           for tag, want in (("", None), ("_success", True), ("_failure", False))},
+        "facts_checked": agreement(r["fact_agrees"] for r in rows)[1],
         "teacher_tokens": int(len(flat)),
         "teacher_above_student_frac": float((flat > 0).float().mean()) if len(flat) else None,
         "teacher_delta_mean": float(flat.mean()) if len(flat) else None,

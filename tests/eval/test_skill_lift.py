@@ -110,3 +110,28 @@ def test_with_skills_reports_the_skill_following_keys_and_harm_against_a_start(t
     # the same model against itself: the same skill-free games, so no harm and no discordant task
     assert p["harm"] == p["success_plain_all"] - p["against"]["success"] == 0.0
     assert p["against"]["won_only_by_start"] == p["against"]["won_only_by_model"] == 0
+
+
+def test_the_analyzers_facts_are_checked_against_each_first_attempt(tiny_model, tiny_tokenizer):
+    """household's oracle skills agree with its own states; skills naming the wrong place never do."""
+    from seedrl.envs.household.oracle import skill_text
+    from seedrl.skills.analyzers.base import AnalysisResult
+
+    panel = build_panel("household", "valid_seen", None)
+    kw = dict(max_steps=2, history_length=1, max_new_tokens=8, num_tasks=4, batch_size=4, follow_decisions=0)
+    res = skill_lift(HFBackend(tiny_model, tiny_tokenizer), tiny_tokenizer, tiny_model, panel,
+                     OracleAnalyzer("household"), **kw)
+    assert res["facts_checked"] == 4 and res["fact_agreement"] == 1.0
+    assert all(r["fact_agrees"] is True for r in res["tasks"])
+
+    class Wrong:
+        name = "wrong"
+
+        def analyze(self, trajs):
+            return [AnalysisResult(t.traj_id, skill_text(t.privileged_state["object_class"], next(
+                r for r in t.privileged_state["receptacles"] if r != t.privileged_state["object_receptacle"])))
+                for t in trajs]
+
+    res = skill_lift(HFBackend(tiny_model, tiny_tokenizer), tiny_tokenizer, tiny_model, panel, Wrong(), **kw)
+    assert res["facts_checked"] == 4 and res["fact_agreement"] == 0.0
+    assert res["fact_agreement_failure"] == (0.0 if any(not r["won"] for r in res["tasks"]) else None)
