@@ -5,7 +5,12 @@ improves. This script reads `seedrl compare` result folders and prints, for each
 
 - at every evaluation point, greedy success on the evaluated tasks that are also *train* tasks (a run
   trained with ``--set env.train_split=valid_seen --set env.train_size=32`` evaluates the 32 rooms it
-  trains on beside 96 it never sees) and on the rest of the panel;
+  trains on beside 96 it never sees) and on the rest of the panel ("other"); where some of those others
+  start at the state of an expert demonstration the runs learnt from (the replay pool, a recorded SFT warm
+  start's), also on the held-out tasks, the others less those: the report's ``<split>_heldout`` panel,
+  built by the same helpers (:func:`seedrl.experiments.heldout.demonstration_start_tasks`, over all the
+  folder's cells, where every cell trains on that split), with a line saying how many were left out and
+  what could not be checked;
 - the training-rollout success (``rollout/success_rate``, temperature of the run) averaged over blocks
   of iterations: runs of one seed draw the same task stream, so blocks compare across cells;
 - how far the policy moved: the per-token KL to the reference model (``loss/kl``) at the last iteration,
@@ -23,8 +28,9 @@ the first N tasks of SPLIT):
 
 A cell's ``metrics.jsonl`` is read from ``FOLDER/metrics/<cell>/`` when the folder carries a copy
 (committed results), else from the cell's ``run_dir``; without either, only the greedy evaluations are
-read. Last, per method: final - iteration-0 success on the trained tasks and on the others (never
-trained on), with a 95% interval paired on seeds and tasks.
+read. Last, per method: final - iteration-0 success on the trained tasks, on the others (never
+trained on) and, where it differs from the others, on the held-out panel, with a 95% interval paired on
+seeds and tasks. ``--eval`` splits trained vs other only (a ``seedrl eval`` JSON names no demonstrations).
 """
 
 from __future__ import annotations
@@ -34,13 +40,43 @@ from pathlib import Path
 from typing import Any
 
 from seedrl.errors import SeedRLError
-from seedrl.experiments.heldout import eval_task_ids, subset, train_task_ids
+from seedrl.experiments.heldout import (
+    HELDOUT_SUFFIX,
+    demonstration_start_tasks,
+    eval_task_ids,
+    subset,
+    train_task_ids,
+)
 
 
 def split_wins(won: str, task_ids: list[str], trained: set[str]) -> tuple[tuple[int, int], tuple[int, int]]:
     """(wins, tasks) on the trained tasks and on the others of one evaluation's ``won`` string."""
     ins, outs = (subset(won, task_ids, trained, inside) for inside in (True, False))
     return (ins.count("1"), len(ins)), (outs.count("1"), len(outs))
+
+
+def demonstration_starts(cells: list[dict[str, Any]]) -> dict[str, tuple[set[str], list[str], list[str]]]:
+    """``{split: (tasks, checked, unchecked)}`` (:func:`seedrl.experiments.heldout.demonstration_start_tasks`)
+    for every evaluated split that all ``cells`` train on, as the report's ``<split>_heldout`` panel takes
+    them: one set of tasks for all the cells."""
+    return {split: demonstration_start_tasks(cells, split) for split in cells[0]["splits"]
+            if all(c["config"]["env"].get("train_split", "train") == split for c in cells)}
+
+
+def heldout_lines(cells: list[dict[str, Any]], demo: dict[str, tuple[set[str], list[str], list[str]]]) -> list[str]:
+    """One line per split with a held-out panel: how many of its untrained tasks start at a demonstration's
+    state, against which demonstrations, and what could not be checked."""
+    lines = []
+    for split, (tasks, checked, unchecked) in demo.items():
+        c = cells[0]
+        ids = eval_task_ids(c["config"], split, c["curve"][0]["panels"][split].get("panel_hash"))
+        trained = train_task_ids(c["config"], c.get("panel_hashes", {}).get("train"))
+        others = [t for t in ids if t not in trained]
+        n = sum(t in tasks for t in others)
+        line = (f"{split}{HELDOUT_SUFFIX}: {len(others) - n} of the {len(others)} other tasks; {n} start at a "
+                f"demonstration's state" + (f" ({'; '.join(checked)})" if checked else " (no demonstrations to check)"))
+        lines.append(line + (f"; not checked: {'; '.join(unchecked)}" if unchecked else ""))
+    return lines
 
 
 def block_means(values: list[float], block: int) -> list[float]:
@@ -75,26 +111,34 @@ def metrics_rows(folder: Path, cell: dict[str, Any]) -> list[dict[str, Any]]:
     return []
 
 
-def change_report(cells: list[dict[str, Any]]) -> list[str]:
-    """Per method and panel: final - iteration-0 greedy success on the trained tasks and on the others,
-    paired on seeds and tasks (:func:`seedrl.experiments.stats.paired_task_bootstrap`). The others are
-    tasks the run never trained on: the held-out reading of a fit check."""
+def change_report(cells: list[dict[str, Any]],
+                  demo: dict[str, tuple[set[str], list[str], list[str]]] | None = None) -> list[str]:
+    """Per method and panel: final - iteration-0 greedy success on the trained tasks, on the others and,
+    where ``demo`` (:func:`demonstration_starts`) names some of the others, on the held-out tasks (the others
+    less those), paired on seeds and tasks (:func:`seedrl.experiments.stats.paired_task_bootstrap`). The
+    others are tasks the run never trained on; the held-out ones are the report's ``<split>_heldout``."""
     from seedrl.experiments.stats import paired_task_bootstrap
 
+    demo = demo or {}
     by_algo: dict[str, list[dict[str, Any]]] = {}
     for c in cells:
         by_algo.setdefault(c["algo"], []).append(c)
     lines = []
     for algo, group in by_algo.items():
         for split in group[0]["splits"]:
-            for inside, label in ((True, "trained"), (False, "other")):
+            starts = demo.get(split, (set(),))[0]
+            groups = [(True, False, "trained"), (False, False, "other")]
+            if starts:
+                groups.append((False, True, "held out"))
+            for inside, held, label in groups:
                 first, last = {}, {}
                 for c in group:
                     cfg = c["config"]
                     trained = train_task_ids(cfg, c.get("panel_hashes", {}).get("train"))
                     ids = eval_task_ids(cfg, split, c["curve"][0]["panels"][split].get("panel_hash"))
-                    first[c["seed"]] = subset(c["curve"][0]["panels"][split]["won"], ids, trained, inside)
-                    last[c["seed"]] = subset(c["curve"][-1]["panels"][split]["won"], ids, trained, inside)
+                    keep = trained | starts if held else trained
+                    first[c["seed"]] = subset(c["curve"][0]["panels"][split]["won"], ids, keep, inside)
+                    last[c["seed"]] = subset(c["curve"][-1]["panels"][split]["won"], ids, keep, inside)
                 n = len(next(iter(first.values())))
                 if not n:
                     continue
@@ -112,7 +156,8 @@ def report(folder: Path, block: int) -> list[str]:
     cells = load_cells(folder)
     if not cells:
         raise SystemExit(f"{folder}: no cells/*.json (a `seedrl compare --out` folder?)")
-    lines = []
+    demo = demonstration_starts(cells)
+    lines = [f"{folder.name}: {line}" for line in heldout_lines(cells, demo)]
     for cell in cells:
         cfg = cell["config"]
         trained = train_task_ids(cfg, cell.get("panel_hashes", {}).get("train"))
@@ -122,10 +167,13 @@ def report(folder: Path, block: int) -> list[str]:
                      f"{cell['budget_episodes']} episodes")
         for split in cell["splits"]:
             ids = eval_task_ids(cfg, split, cell["curve"][0]["panels"][split].get("panel_hash"))
+            starts = demo.get(split, (set(),))[0]
             parts = []
             for pt in cell["curve"]:
                 (wi, ni), (wo, no) = split_wins(pt["panels"][split]["won"], ids, trained)
-                parts.append(f"{pt['episodes']}: " + (f"trained {wi}/{ni}, other {wo}/{no}" if ni else f"{wo}/{no}"))
+                held = subset(pt["panels"][split]["won"], ids, trained | starts, inside=False)
+                parts.append(f"{pt['episodes']}: " + (f"trained {wi}/{ni}, other {wo}/{no}" if ni else f"{wo}/{no}")
+                             + (f" (held out {held.count('1')}/{len(held)})" if starts else ""))
             lines.append(f"  greedy {split} by episodes: " + "; ".join(parts))
         rows = metrics_rows(folder, cell)
         if not rows:
@@ -147,7 +195,7 @@ def report(folder: Path, block: int) -> list[str]:
         clip = "n/a" if mv["clipfrac_max"] is None else f"{mv['clipfrac_max']:.4f}"
         lines.append(f"  kl to reference at the end {kl}; largest approx_kl {worst}; largest clipfrac {clip}; "
                      f"last rollout invalid rate {rows[-1]['rollout/invalid_rate']:.3f}")
-    return lines + change_report(cells)
+    return lines + change_report(cells, demo)
 
 
 def eval_report(path: Path, trained: str) -> list[str]:

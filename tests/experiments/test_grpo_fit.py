@@ -103,3 +103,47 @@ def test_report_reads_the_metrics_copy_next_to_the_cells(tmp_path, capsys):
 def test_a_folder_without_cells_is_one_line(tmp_path):
     with pytest.raises(SystemExit, match="no cells"):
         gf.main([str(tmp_path)])
+
+
+def test_held_out_is_the_reports_panel_the_others_less_the_demonstration_starts(tmp_path, capsys, monkeypatch):
+    """The others are every untrained task (the figures quoted from earlier runs stay reproducible); held out
+    leaves out those that start at a demonstration's state, the set the report's ``<split>_heldout`` panel
+    leaves out (heldout.demonstration_start_tasks, asked once for all the folder's cells and the split they
+    train on). Seen red on: the held-out split printed as the others (the 96 rooms of
+    benchmarks/results/sample_efficiency where its report reads 71)."""
+    import seedrl.experiments.heldout as heldout
+
+    assert gf.demonstration_start_tasks is heldout.demonstration_start_tasks
+    cell = _cell("valid_seen", 2)
+    ids = gf.eval_task_ids(cell["config"], "valid_seen")
+    trained = gf.train_task_ids(cell["config"])
+    others = [t for t in ids if t not in trained]
+    demo = {others[0], others[1], next(iter(trained))}  # a trained task that is also a demo start counts as trained
+    asked = []
+
+    def starts(cells, split):
+        asked.append((len(cells), split))
+        return demo, ["the replay pool (by hand)"], ["the start's SFT data"]
+
+    monkeypatch.setattr(gf, "demonstration_start_tasks", starts)
+    # iteration 0 wins the two demo-start rooms only; the final policy wins them and one held-out room
+    won0 = "".join("1" if t in (others[0], others[1]) else "0" for t in ids)
+    won1 = "".join("1" if t in (others[0], others[1], others[2]) else "0" for t in ids)
+    cell["curve"] = [{"episodes": 0, "panels": {"valid_seen": {"won": won0}}},
+                     {"episodes": 8, "panels": {"valid_seen": {"won": won1}}}]
+    (tmp_path / "cells").mkdir()
+    (tmp_path / "cells" / "grpo-seed0.json").write_text(json.dumps(cell))
+    gf.main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert asked == [(1, "valid_seen")]
+    assert (f"{tmp_path.name}: valid_seen_heldout: 124 of the 126 other tasks; 2 start at a demonstration's state "
+            "(the replay pool (by hand)); not checked: the start's SFT data") in out
+    assert "0: trained 0/2, other 2/126 (held out 0/124); 8: trained 0/2, other 3/126 (held out 1/124)" in out
+    assert f"grpo valid_seen other (126 tasks), final - iteration 0 over 1 seed(s): {1 / 126:+.3f}" in out
+    assert f"grpo valid_seen held out (124 tasks), final - iteration 0 over 1 seed(s): {1 / 124:+.3f}" in out
+    # no untrained task starts at a demonstration: held out is the others, and is not printed twice
+    demo = set()
+    gf.main([str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "124 of" not in out and "(held out" not in out and "held out (" not in out
+    assert "valid_seen_heldout: 126 of the 126 other tasks; 0 start at a demonstration's state" in out
