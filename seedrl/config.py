@@ -162,6 +162,10 @@ class SkillsConfig(_Strict):
     #: self = the rollout policy itself (SEED's default), api = an OpenAI-compatible endpoint,
     #: oracle = programmatic skills from privileged env state
     analyzer: Literal["self", "api", "oracle"] = "self"
+    #: with the oracle analyzer: ``privileged`` skills state what the env's state knows (the positive
+    #: control); ``observed`` ones only what the trajectory revealed (Stage-1 labels a self-analyzer can
+    #: learn; envs whose oracle has ``observed_hindsight``)
+    oracle_view: Literal["privileged", "observed"] = "privileged"
     max_new_tokens: PosInt = 256
     max_prompt_tokens: PosInt = 4096
     #: the analyzer's prompt: ``seed`` (SEED's structure: instructions first, the episode last, steps

@@ -38,4 +38,4 @@ def make_analyzer(cfg: TrainConfig, backend, tokenizer, bf16: bool = False, sour
     from seedrl.skills.analyzers.oracle import OracleAnalyzer
 
     return OracleAnalyzer(env_name=cfg.env.name, min_words=s.min_words, step_skills=s.step_skills,
-                          max_step_skills=s.max_step_skills)
+                          max_step_skills=s.max_step_skills, view=s.oracle_view)

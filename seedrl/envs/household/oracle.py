@@ -28,6 +28,8 @@ from seedrl.rollout.types import Trajectory
 _RECEPTACLE = r"[a-z]+ \d+"
 _WAS_IN = re.compile(rf"\bthe ([a-z]+) was in (?:the )?({_RECEPTACLE})", re.I)
 _NOT_IN = re.compile(r"\(not in ([^)]*?)(?:, which you checked)?\)", re.I)
+#: the observed view's wording when the object was never seen: "The apple was not in A or B, which ..."
+_WAS_NOT_IN = re.compile(r"\bthe [a-z]+ was not in ([^.]*?)(?:, which you checked)?\.", re.I)
 
 
 def skill_text(obj: str, where: str, not_in: Sequence[str] = ()) -> str:
@@ -42,7 +44,8 @@ def skill_text(obj: str, where: str, not_in: Sequence[str] = ()) -> str:
 def parse_facts(skill: str) -> tuple[list[tuple[str, str]], list[str]]:
     """([(object class, receptacle it was in)], [receptacles it was not in]) that a skill states."""
     was_in = [(m.group(1).lower(), norm(m.group(2))) for m in _WAS_IN.finditer(skill)]
-    not_in = [norm(r) for m in _NOT_IN.finditer(skill) for r in re.findall(_RECEPTACLE, m.group(1).lower())]
+    not_in = [norm(r) for rx in (_NOT_IN, _WAS_NOT_IN) for m in rx.finditer(skill)
+              for r in re.findall(_RECEPTACLE, m.group(1).lower())]
     return was_in, not_in
 
 
@@ -56,6 +59,25 @@ def hindsight(traj: Trajectory, ps: dict[str, Any]) -> tuple[str, str] | tuple[N
                f"{'' if found else ', which it never checked'}"
                + (f"; it checked {', '.join(missed)} first." if missed else "."))
     return summary, skill_text(s.object_class, s.object_receptacle, missed)
+
+
+def observed_hindsight(traj: Trajectory, ps: dict[str, Any]) -> tuple[str, str] | tuple[None, None]:
+    """What the trajectory itself reveals, for a self-analyzer to learn to extract (Stage 1): where the object
+    was when the agent saw it (then as :func:`hindsight`), else only where it was not ("The apple was not in
+    fridge 1 or cabinet 1, which you checked. Look for a apple elsewhere first."); ``(None, None)`` (the
+    generic skill) when it checked nothing. The privileged :func:`hindsight` names the place even when the
+    episode never saw it: no analysis of the episode could know that."""
+    if not ps or names_another_env(ps, HouseholdEnv.name):
+        return None, None
+    s = HouseholdPrivilegedState.parse(ps)
+    if s.object_receptacle in s.checked:
+        return hindsight(traj, ps)
+    if not s.checked:
+        return None, None
+    missed = list(s.checked)
+    names = missed[0] if len(missed) == 1 else ", ".join(missed[:-1]) + " or " + missed[-1]
+    return (f"{outcome(traj)}. It never saw the {s.object_name}; it checked {', '.join(missed)}.",
+            f"The {s.object_class} was not in {names}, which you checked. Look for a {s.object_class} elsewhere first.")
 
 
 def fact_agreement(skill: str, ps: dict[str, Any]) -> bool | None:

@@ -43,14 +43,26 @@ from seedrl.rollout.types import Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
 
 
+#: what an oracle skill may state: ``privileged`` (anything the env's state knows, e.g. where an object
+#: was that the episode never saw: the positive control) or ``observed`` (only what the trajectory itself
+#: revealed, from the oracle's ``observed_hindsight``: labels a self-analyzer can learn to write)
+VIEWS = ("privileged", "observed")
+
+
 class OracleAnalyzer:
     """Skills from privileged env state, through each env's own oracle (generic for any other env)."""
 
     name = "oracle"
 
     def __init__(self, env_name: str | None = None, min_words: int = 5, step_skills: bool = False,
-                 max_step_skills: int = 5) -> None:
+                 max_step_skills: int = 5, view: str = "privileged") -> None:
+        if view not in VIEWS:
+            raise SeedRLError(f"unknown oracle view {view!r}; valid: {', '.join(VIEWS)}")
+        if view == "observed" and env_name is not None and not hasattr(oracle_module(env_name), "observed_hindsight"):
+            raise SeedRLError(f"{env_name}'s oracle has no observed view (observed_hindsight); use "
+                              f"skills.oracle_view=privileged")
         self.env_name = env_name
+        self.view = view
         self.min_words = min_words
         self.step_skills, self.max_step_skills = step_skills, max_step_skills
 
@@ -73,7 +85,8 @@ class OracleAnalyzer:
             oracle = oracle_module(env) if env and ps else None
             if oracle is not None:
                 try:
-                    summary, skill = oracle.hindsight(traj, ps)
+                    write = oracle.hindsight if self.view == "privileged" else getattr(oracle, "observed_hindsight")
+                    summary, skill = write(traj, ps)
                     # optional: the module's step_skills(traj, ps) -> {0-based step: skill}
                     if self.step_skills and skill and hasattr(oracle, "step_skills"):
                         steps = oracle.step_skills(traj, ps)

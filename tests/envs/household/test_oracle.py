@@ -186,3 +186,35 @@ def test_a_counterfactual_skill_is_worded_as_a_hindsight_skill() -> None:
             assert oracle.hindsight(traj, traj.privileged_state)[1] == skill
             return
     raise AssertionError("no counterfactual named the true receptacle in 30 games")
+
+
+# -- the observed view: Stage-1 labels ---------------------------------------------------------------
+def test_observed_view_states_only_what_the_episode_saw() -> None:
+    import pytest
+
+    from seedrl.errors import SeedRLError
+
+    tid, actions = a_miss()
+    g = generate_game(tid)
+    traj = played(tid, actions + ["look"])
+    checked = traj.privileged_state["checked"]
+    summary, skill = oracle.observed_hindsight(traj, traj.privileged_state)
+    names = ", ".join(checked[:-1]) + " or " + checked[-1]
+    assert skill == (f"The {g.object_class} was not in {names}, which you checked. "
+                     f"Look for a {g.object_class} elsewhere first.")
+    assert g.location not in skill and oracle.parse_facts(skill) == ([], [norm(c) for c in checked])
+    assert oracle.fact_agreement(skill, traj.privileged_state) is True
+    wrong = skill.replace(checked[0], g.location, 1)  # "not in <where it was>": contradicts the state
+    assert oracle.fact_agreement(wrong, traj.privileged_state) is False
+    # a found object: the observed view is the privileged one
+    won = played(ids()[0], play_searcher(ids()[0], "oracle")[0])
+    assert oracle.observed_hindsight(won, won.privileged_state) == oracle.hindsight(won, won.privileged_state)
+    # nothing checked: nothing observed, the generic skill
+    none = played(tid, ["look"])
+    assert oracle.observed_hindsight(none, none.privileged_state) == (None, None)
+    [r] = OracleAnalyzer(env_name=ENV, view="observed").analyze([traj])
+    assert r.skill == skill
+    [r] = OracleAnalyzer(env_name=ENV).analyze([traj])
+    assert g.location in r.skill  # the privileged view names the unseen place
+    with pytest.raises(SeedRLError, match="no observed view"):
+        OracleAnalyzer(env_name="sokoban", view="observed")
