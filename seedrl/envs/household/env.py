@@ -52,15 +52,16 @@ GAME_OVER_OBS = "The game is over."
 # -- the env ------------------------------------------------------------------------------------
 class HouseholdOptions(EnvOptions):
     """``prior_seed`` picks the placement prior (part of the tasks); ``expert`` picks which policy
-    :meth:`HouseholdEnv.expert_action` plays: ``oracle`` (goes straight to the object) or ``prior`` (the
-    skill-free prior-order searcher). The expert never changes a task, so it is ``local``: left out of
+    :meth:`HouseholdEnv.expert_action` plays: ``oracle`` (goes straight to the object), ``prior`` (the
+    skill-free prior-order searcher) or ``random`` (a searcher in a random order fixed per task id: skill-free
+    demonstrations that teach no prior). The expert never changes a task, so it is ``local``: left out of
     the panel hash (as ALFWorld's ``prompt_style``)."""
 
     env_name: ClassVar[str] = "household"
     local: ClassVar[frozenset[str]] = frozenset({"expert"})
 
     prior_seed: Int = Field(0, ge=0, description="an integer >= 0 (the placement prior's seed)")
-    expert: Literal["oracle", "prior"] = Field("oracle", description="oracle or prior")
+    expert: Literal["oracle", "prior", "random"] = Field("oracle", description="oracle, prior or random")
 
 
 class HouseholdEnv(Env):
@@ -206,9 +207,14 @@ class HouseholdEnv(Env):
 
     def expert_action(self) -> str | None:
         """``expert: oracle``: straight to the object (go to, open, take); ``expert: prior``: the
-        prior-order searcher (:func:`prior_search_action`)."""
+        prior-order searcher (:func:`prior_search_action`); ``expert: random``: the searcher in
+        :func:`random_order` (the ``random`` searcher of :func:`searcher_steps` with seed 0)."""
         g = self._require()
-        return prior_search_action(self) if self.options.expert == "prior" else search_action(self, [g.location])
+        if self.options.expert == "prior":
+            return prior_search_action(self)
+        if self.options.expert == "random":
+            return search_action(self, random_order(g.task_id, g.receptacles))
+        return search_action(self, [g.location])
 
     def privileged_state(self) -> dict[str, Any]:
         if self.game is None:
@@ -263,6 +269,13 @@ def prior_search_action(env: HouseholdEnv) -> str | None:
 SEARCHERS = ("oracle", "prior", "random")
 
 
+def random_order(tid: str, receptacles: Sequence[str], seed: int = 0) -> list[str]:
+    """The random searcher's order: ``receptacles`` shuffled by ``random.Random(f"{seed}/{tid}")``."""
+    order = list(receptacles)
+    random.Random(f"{seed}/{tid}").shuffle(order)
+    return order
+
+
 def searcher_steps(tid: str, policy: str = "prior", max_steps: int = DESIGN_BUDGET, seed: int = 0,
                    **env_kwargs: Any) -> tuple[list[tuple[str, str]], bool]:
     """([(observation, the command answering it)], won) of one episode of ``policy``: ``prior`` (the
@@ -272,8 +285,7 @@ def searcher_steps(tid: str, policy: str = "prior", max_steps: int = DESIGN_BUDG
         raise unknown_name("household searcher", policy, list(SEARCHERS))
     env = HouseholdEnv(**env_kwargs)
     obs = env.reset(tid)
-    order = list(env._require().receptacles)
-    random.Random(f"{seed}/{tid}").shuffle(order)
+    order = random_order(tid, env._require().receptacles, seed)
     choose = {"prior": prior_search_action, "random": lambda e: search_action(e, order),
               "oracle": lambda e: search_action(e, [e._require().location])}[policy]
     steps: list[tuple[str, str]] = []

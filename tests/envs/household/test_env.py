@@ -18,6 +18,7 @@ from seedrl.envs.household.env import (
     DESIGN_BUDGET,
     HouseholdEnv,
     play_searcher,
+    prior_order,
     prior_search_action,
     prior_search_actions,
     searcher_steps,
@@ -366,3 +367,23 @@ def test_the_env_plays_through_the_unchanged_rollout(tiny_tokenizer) -> None:
     assert OracleAnalyzer().analyze([lost[0]])[0].skill == results[trajs.index(lost[0])].skill  # env inferred
     static = StaticSkillAnalyzer(ENV).skill_for(tid)
     assert static.startswith("Only send commands") and "else the" in static
+
+
+def test_the_random_order_searcher_is_the_expert_option_and_teaches_no_prior() -> None:
+    from collections import Counter
+
+    from seedrl.agent.parsing import parse_action
+    from seedrl.train.sft import expert_demonstrations
+
+    ids = panel("train")[:40]
+    rows = expert_demonstrations(ENV, {"expert": "random"}, ids, max_steps=20, history_length=0, noise=0.0, seed=0)
+    assert [parse_action(r["response"]) for r in rows] == [a for t in ids for a in play_searcher(t, "random", 20)[0]]
+    # its first move is the prior's favourite about as often as chance, where the prior searcher's always is
+    env = make_env(ENV, expert="random")
+    hits = Counter()
+    for tid in ids:
+        env.reset(tid)
+        first = env.expert_action().removeprefix("go to ")
+        hits["top"] += first == prior_order(env)[0]
+        hits["chance"] += 1 / len(env.game.receptacles)
+    assert hits["top"] < 2 * hits["chance"] + 3
