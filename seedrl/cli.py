@@ -168,11 +168,13 @@ def _check_jsonl(path: str) -> None:
                           f"the config)")
     if p.is_dir():
         raise SeedRLError(f"SFT data {path!r} is a folder; give a JSONL file")
+    examples = 0
     with p.open(encoding="utf-8", errors="strict") as f:
         try:
             for n, line in enumerate(f, 1):
                 if not line.strip():
                     continue
+                examples += 1
                 try:
                     row = json.loads(line)
                 except ValueError as exc:
@@ -183,6 +185,9 @@ def _check_jsonl(path: str) -> None:
                                       f"'prompt', got a {type(row).__name__}")
         except UnicodeDecodeError:
             raise SeedRLError(f"{path}: not UTF-8 text; SFT data must be a UTF-8 JSONL file") from None
+    if not examples:  # the same line as seedrl.train.sft.empty_data_message, without importing torch
+        raise SeedRLError(f"SFT data {path!r} holds no example (the file is empty or only blank lines); give a "
+                          f"JSONL file with one {{\"prompt\" or \"messages\", \"response\"}} object per line")
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -437,6 +442,10 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
         else:
             kwargs = run_cfg.env.kwargs if run_cfg and run_cfg.env.name == env_name else {}
         panels = [build_panel(env_name, sp, None, **kwargs) for sp in split_list]
+        for p in panels:
+            if num_tasks is not None and num_tasks > len(p.task_ids):  # Panel.subset plays the whole panel
+                typer.echo(f"warning: --num-tasks {num_tasks} is more than the {len(p.task_ids)} tasks of "
+                           f"{env_name}/{p.split}; playing all {len(p.task_ids)}", err=True)
         settings = {
             "max_steps": max_steps or (run_cfg.env.max_steps if run_cfg else 15),
             "history_length": history_length if history_length is not None else (

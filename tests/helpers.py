@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from seedrl.config import TrainConfig, load_config
 from seedrl.skills.analyzers.base import AnalysisResult
 
@@ -31,3 +33,48 @@ class FixedAnalyzer:
         self.calls += 1
         return [AnalysisResult(t.traj_id, SKILL if t.traj_id % 2 == 0 else None,
                                error=None if t.traj_id % 2 == 0 else "parse: no JSON object") for t in trajectories]
+
+
+@contextmanager
+def mixed_outcomes():
+    """Trainer rollouts whose episodes are won by a rule on what the policy wrote: the parity of the first
+    token it sampled. A random tiny policy loses every real episode, so all its groups are uniform and its
+    updates carry no policy-gradient advantage (only the KL and entropy terms move the weights); under this
+    rule its groups come out mixed and a resume test compares real updates. A pure function of the sampled
+    tokens, so an uninterrupted and a resumed run see the same outcomes. (A subprocess installs it with
+    ``m = mixed_outcomes(); m.__enter__()``, keeping ``m``: a collected generator would undo it.)"""
+    import seedrl.train.trainer as trainer_mod
+
+    real = trainer_mod.rollout
+
+    def rollout(*args, **kwargs):
+        trajs = real(*args, **kwargs)
+        for t in trajs:
+            if t.steps and t.error is None:
+                first = t.steps[0].response_ids
+                won = bool(first) and first[0] % 2 == 1
+                for s in t.steps:
+                    s.reward = 0.0
+                t.steps[-1].reward = 1.0 if won else 0.0
+                t.won = won
+        return trajs
+
+    trainer_mod.rollout = rollout
+    try:
+        yield
+    finally:
+        trainer_mod.rollout = real
+
+
+def assert_updated(rows: list[dict], *, signal: bool = True) -> None:
+    """Every metrics row made a real update: not skipped (dynamic sampling kept a group), optimizer steps
+    taken and applied (not all skipped for a non-finite gradient), a non-zero gradient, and (``signal``)
+    advantages that are not all zero, so the policy-gradient term took part."""
+    assert rows, "no metrics row"
+    for r in rows:
+        it = r.get("iteration")
+        assert not r.get("update/skipped"), f"iteration {it} made no update (dynamic sampling kept no group)"
+        assert r.get("optim_steps", 0) > 0 and r.get("skipped_steps", 0) < 1, f"iteration {it}: no step applied"
+        assert r.get("grad_norm", 0) > 0, f"iteration {it}: a zero gradient"
+        if signal:
+            assert r["adv/zero_frac"] < 1, f"iteration {it}: every advantage was 0 (all groups uniform)"

@@ -34,9 +34,11 @@ def files(tmp_path_factory) -> dict[str, str]:
     (d / "dup.yaml").write_text("run_dir: x\nrollout:\n  group_size: 4\nalgo: {name: grpo}\nrollout:\n  tasks_per_batch: 2\n")
     (d / "folder.yaml").mkdir()
     (d / "bad.jsonl").write_text('{"prompt": "p", "response": "r"}\n\nnot json\n')
+    (d / "empty.jsonl").write_text("\n\n")
     (d / "afile").write_text("")
     _bad_models(d)
-    return {k: str(d / k) for k in ("bad.yaml", "list.yaml", "dup.yaml", "folder.yaml", "bad.jsonl", "afile")} | {
+    return {k: str(d / k) for k in ("bad.yaml", "list.yaml", "dup.yaml", "folder.yaml", "bad.jsonl", "empty.jsonl",
+                                     "afile")} | {
         "tmp": str(d)}
 
 
@@ -157,6 +159,8 @@ CASES = [
     # SFT data
     ("sft-data-bad-line", ["sft", "--data", "{bad.jsonl}", "--set", "model.name=tiny-micro", "--set",
                            "run_dir={tmp}/sft"], "bad.jsonl:3: not a JSON line"),
+    ("sft-data-empty", ["sft", "--data", "{empty.jsonl}", "--set", "model.name=tiny-micro", "--set",
+                        "run_dir={tmp}/sft"], "empty.jsonl' holds no example (the file is empty or only blank lines)"),
     ("sft-data-missing", ["sft", "--data", "{tmp}/none.jsonl", "--set", "model.name=tiny-micro", "--set",
                           "run_dir={tmp}/sft"], "none.jsonl' not found"),
     ("sft-epochs-0", ["sft", "--set", "epochs=0", "--set", "run_dir={tmp}/sft"], "'epochs': Input should be greater"),

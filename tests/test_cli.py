@@ -199,3 +199,21 @@ def test_analyze_plays_at_the_rl_temperature_and_caps_answer_length(tmp_path):
     meta = json.loads((tmp_path / "s.jsonl.meta.json").read_text())
     assert meta["kept"] == 0 and meta["too_long"] == 4 and out.read_text() == ""
     one_line_error(r, "0 of 4 trajectories kept", "raise --max-target-tokens")  # no row is a failure, said why
+
+
+def test_num_tasks_beyond_the_panel_says_it_plays_them_all(tmp_path, caplog):
+    """`--num-tasks` past a panel's size plays the whole panel (Panel.subset) and now says so; the trainer's
+    eval.num_tasks too."""
+    import logging
+
+    r = runner.invoke(app, ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--num-tasks",
+                            "5000", "--max-steps", "1", "--batch-size", "128"])
+    assert r.exit_code == 0, r.output
+    assert "warning: --num-tasks 5000 is more than the 128 tasks of sokoban/valid_unseen; playing all 128" in r.stderr
+    assert "over 128 episodes" in r.stdout
+    from seedrl.train.trainer import Trainer
+    from tests.helpers import tiny_cfg
+
+    with caplog.at_level(logging.WARNING, logger="seedrl.train.trainer"):
+        Trainer(tiny_cfg(tmp_path / "run", **{"eval.num_tasks": 5000})).close()
+    assert any("eval.num_tasks=5000 is more than the" in r.getMessage() for r in caplog.records)

@@ -192,12 +192,63 @@ def _methods_with_skills() -> str:
     return ", ".join(sorted(m for m, s in METHODS.items() if s.uses_skills))
 
 
+def _run_method(run_dir: Path) -> str | None:
+    """The method (``algo.name``) of the run in ``run_dir``, from its config.yaml; None when unreadable."""
+    from seedrl.config import read_config_file
+
+    if not (Path(run_dir) / "config.yaml").is_file():
+        return None
+    try:
+        algo = read_config_file(Path(run_dir) / "config.yaml").get("algo")
+    except SeedRLError:
+        return None
+    name = algo.get("name", "grpo") if isinstance(algo, dict) else "grpo"  # grpo: the config default
+    return name if isinstance(name, str) else None
+
+
+def _iterations_note(run_dir: Path) -> str:
+    """How far the run got, from its metrics.jsonl: ``no iteration finished``, ``3 iterations, each
+    skipped by dynamic sampling``, ``2 iterations``."""
+    path = Path(run_dir) / "metrics.jsonl"
+    rows = []
+    if path.is_file():
+        for line in path.read_text(errors="replace").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(row, dict):
+                rows.append(row)
+    if not rows:
+        return "no iteration finished"
+    skipped = sum(1 for r in rows if r.get("update/skipped"))
+    its = f"{len(rows)} iteration{'s' if len(rows) != 1 else ''}"
+    if skipped == len(rows):
+        return f"{its}, every one skipped by dynamic sampling before its analysis"
+    return its
+
+
+def _no_skills_reason(run_dir: Path, path: Path, what: str) -> str:
+    """Why ``run_dir`` has no skill row (``what``: "not found" or "holds no skill row"): its method
+    writes no skills, or it is a run of a method that does which analysed nothing."""
+    from seedrl.methods import METHODS
+
+    method = _run_method(run_dir)
+    spec = METHODS.get(method) if method else None
+    if spec is not None and not spec.uses_skills:
+        return (f"{path} {what}: {method} runs write no skills (only these methods do: {_methods_with_skills()}); "
+                f"give a run folder of such a method, or a comparison folder holding them")
+    if spec is not None:
+        return (f"{path} {what}: this {method} run analysed no trajectory ({_iterations_note(run_dir)}); "
+                f"there is nothing to group yet")
+    return (f"{path} {what}: {run_dir} is not a run folder of a method with skills ({_methods_with_skills()}); "
+            f"give such a run folder, or a comparison folder holding them")
+
+
 def skills_path(run_dir: Path) -> Path:
     path = Path(run_dir) / "skills.jsonl"
     if not path.is_file():
-        raise SeedRLError(f"{path} not found: only methods with skills write it (the SEED family and the "
-                          f"static-skill methods: {_methods_with_skills()}); GRPO runs have none. "
-                          "Give a run folder of such a method, or a comparison folder holding them")
+        raise SeedRLError(_no_skills_reason(Path(run_dir), path, "not found"))
     return path
 
 
@@ -307,6 +358,12 @@ def lessons_report(run_dir: Path | Sequence[Path], threshold: float = DEFAULT_TH
         rs, bad = read_skills(run)
         unreadable += bad
         rows.extend(r | {"_run": label} for r in rs)
+    if not rows:  # an empty report would read as "no lessons", which it is not
+        extra = f" ({unreadable} unreadable lines)" if unreadable else ""
+        if len(runs) == 1:
+            raise SeedRLError(_no_skills_reason(runs[0], runs[0] / "skills.jsonl", "holds no skill row" + extra))
+        raise SeedRLError(f"none of the skills.jsonl of the {len(runs)} runs ({', '.join(labels)}) holds a skill "
+                          f"row{extra}; their runs analysed no trajectory")
     rows.sort(key=lambda r: (r["_run"], r["iteration"], _id_key(r.get("traj_id"))))
     parsed_rows = [r for r in rows if isinstance(r.get("skill"), str) and r["skill"].strip()]
     its = sorted({r["iteration"] for r in rows})

@@ -133,6 +133,12 @@ def skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: li
     return rows
 
 
+def empty_data_message(path: str | Path) -> str:
+    """The one line for an SFT data file without a single example."""
+    return (f"SFT data {str(path)!r} holds no example (the file is empty or only blank lines); give a JSONL file "
+            f"with one {{\"prompt\" or \"messages\", \"response\"}} object per line")
+
+
 def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     p = Path(path)
     if not p.exists():
@@ -277,6 +283,8 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
 
     if cfg.data:
         rows, source = read_jsonl(cfg.data), cfg.data
+        if not rows:  # not the expert's fault: the file holds nothing
+            raise SeedRLError(empty_data_message(cfg.data))
         if cfg.mix_demo_tasks:
             extra, src = demos(cfg.mix_demo_tasks)
             rows, source = rows + extra, f"{source} + {len(extra)} {src}"
@@ -293,7 +301,8 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                    f"(oracle skills of attempts at noise {cfg.skill_attempt_noise}"
                    + (f", env kwargs {cfg.skill_demo_env_kwargs})" if cfg.skill_demo_env_kwargs else ")"))
     if not rows:
-        raise SeedRLError("no SFT examples (the expert produced no actions?)")
+        raise SeedRLError(f"no SFT examples: the expert of {e.name} produced no demonstration on {cfg.demo_tasks} "
+                          f"{e.train_split} tasks (check env.max_steps and the env's expert, or give --data)")
     pairs = tokenize_pairs(tok, rows, cfg.max_seq_tokens)
     summary: dict[str, Any] = {"examples": len(pairs), "source": source, "data_seconds": time.perf_counter() - t0}
 

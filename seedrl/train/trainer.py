@@ -307,6 +307,10 @@ class Trainer:
         #: every evaluated panel, primary (``eval.split`` or the first of ``eval.splits``) first
         self.eval_panels = {s: build_panel(e.name, s, None, **e.kwargs) for s in cfg.eval.split_list}
         self.eval_panel = next(iter(self.eval_panels.values()))
+        for split, panel in self.eval_panels.items():
+            if main and cfg.eval.num_tasks and cfg.eval.num_tasks > len(panel.task_ids):  # subset() plays them all
+                log.warning("eval.num_tasks=%d is more than the %d tasks of %s/%s; evaluating all %d",
+                            cfg.eval.num_tasks, len(panel.task_ids), e.name, split, len(panel.task_ids))
         #: (prompt ids, response ids) of the expert demonstrations replayed in every mini-batch (PPO-ptx)
         self.replay_pairs = replay_pool(cfg, self.tokenizer) if cfg.algo.replay_coef > 0 else []
         if main:
@@ -322,6 +326,10 @@ class Trainer:
         self._checkpoint_s: float | None = None
         self._pool: EnvExecutor | None = None
         self._restarts_seen = 0  # the pool's restart count at the last iteration's metrics
+        #: iterations in a row that made no update (dynamic sampling kept no group), and this process's
+        #: iterations and updates: a run that stops learning says so, louder as it goes on
+        self._skip_streak = 0
+        self._iterations_run = self._updates_run = 0
         #: rank 0 writes the rows; the other ranks have no logger
         self.logger: MetricsLogger | None = MetricsLogger(self.run_dir, cfg.log, resume=resume) if main else None
         if main and not resume:
@@ -886,6 +894,9 @@ class Trainer:
                     self.scheduler.step()  # the rate stays a function of the iteration
                 log.warning("iteration %d: dynamic sampling kept no group in %d rounds (%d episodes); no update",
                             self.iteration, sampling["sampling/rounds"], sampling["sampling/episodes"])
+                self._iterations_run += 1
+                self._skip_streak += 1
+                self._warn_skip_streak()
                 return sampling | {"update/skipped": 1, "iteration": self.iteration} | {
                     f"time/{k}": v for k, v in timings.items()}
             samples = training_samples(trajs)
@@ -958,6 +969,9 @@ class Trainer:
                 skill_metrics["skills/step_skill_frac"] = routed / max(1.0, float(signal.sum()))
                 skill_metrics["skills/step_skills"] = step_total
         self.iteration += 1
+        self._iterations_run += 1
+        self._updates_run += 1
+        self._skip_streak = 0
         metrics = rollout_metrics(m_trajs, m_samples, m_old, m_adv) | skill_metrics | upd | sampling
         metrics |= gradient_shares(m_adv, m_old, [decision_mask(self.tokenizer, s.response_ids) for s in m_samples])
         if self.iteration == 1 and metrics.get("rollout/decision_nll", 1.0) < COLLAPSED_NLL and self.world.main:
@@ -979,6 +993,26 @@ class Trainer:
             metrics["dist/fsdp"] = int(fsdp.is_sharded(self.model))
             metrics["dist/ddp"] = int(self._ddp is not None)
         return metrics
+
+    #: iterations in a row without an update at which the first warning comes (then at 2x, 4x, ...)
+    SKIP_STREAK_WARN = 3
+
+    def _warn_skip_streak(self) -> None:
+        """After ``SKIP_STREAK_WARN`` iterations in a row without an update, a warning that names the
+        fix; again, as an error line, each time the streak doubles."""
+        n, first = self._skip_streak, self.SKIP_STREAK_WARN
+        q, r = divmod(n, first)
+        if q == 0 or r or q & (q - 1):  # only at first, 2 x first, 4 x first, ...
+            return
+        since = self.iteration - n + 1
+        fix = ("raise algo.dynamic_sampling_rounds or rollout.tasks_per_batch, or start from a policy whose groups "
+               "are not all won or all lost")
+        if n == first:
+            log.warning("%d iterations in a row (%d-%d) made no update: dynamic sampling kept no group with mixed "
+                        "outcomes, so the policy is not learning; %s", n, since, self.iteration, fix)
+        else:
+            log.error("STILL no update: %d iterations in a row (since iteration %d) kept no group with mixed "
+                      "outcomes; this run is spending its episodes without learning; %s", n, since, fix)
 
     def save_skills(self, trajs: list[Trajectory], results: list[AnalysisResult]) -> None:
         """One JSONL row per analysed trajectory, so a run's skills can be read later."""
@@ -1083,6 +1117,10 @@ class Trainer:
                     t0 = time.perf_counter()
                     self.save()
                     self._checkpoint_s = time.perf_counter() - t0
+        if self._iterations_run and not self._updates_run:
+            log.warning("no iteration of this run updated the policy: all %d it ran were skipped (dynamic sampling "
+                        "kept no group with mixed outcomes); its weights are the ones it started from",
+                        self._iterations_run)
         if self._evaluates_last():
             if self.iteration > 0:  # rows of an earlier final evaluation of this iteration (a resumed run)
                 cut_rows(self.logger.eval_path, self.iteration - 1)

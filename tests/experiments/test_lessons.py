@@ -234,3 +234,52 @@ def test_fact_agreement_overall_by_outcome_and_per_lesson(tmp_path):
     assert apple["count"] == 3 and apple["fact_agreement"] == round(2 / 3, 4)
     assert "facts that agree with the env's oracle: 66.7% of 3 checkable skills" in rep["markdown"]
     assert next(x for x in rep["lessons"] if "tags" in x["text"])["fact_agreement"] is None
+
+
+def _run_folder(path: Path, method: str | None, metrics: list[dict] | None = None) -> Path:
+    path.mkdir(parents=True)
+    if method is not None:
+        (path / "config.yaml").write_text(f"run_dir: {path}\nalgo:\n  name: {method}\n")
+    if metrics is not None:
+        (path / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in metrics))
+    return path
+
+
+def test_a_method_without_skills_and_a_run_that_analysed_nothing_are_told_apart(tmp_path):
+    grpo = _run_folder(tmp_path / "grpo", "grpo", [{"iteration": 1}])
+    with pytest.raises(SeedRLError, match=r"grpo/skills\.jsonl not found: grpo runs write no skills \(only these"):
+        lessons_report(grpo)
+    skipped = [{"iteration": i, "update/skipped": 1} for i in (1, 2, 3)]
+    seed = _run_folder(tmp_path / "seed", "seed", skipped)
+    with pytest.raises(SeedRLError) as e:
+        lessons_report(seed)
+    assert "seed/skills.jsonl not found: this seed run analysed no trajectory (3 iterations, every one skipped by " \
+           "dynamic sampling before its analysis)" in str(e.value) and "GRPO" not in str(e.value)
+    fresh = _run_folder(tmp_path / "fresh", "seed")
+    with pytest.raises(SeedRLError, match=r"this seed run analysed no trajectory \(no iteration finished\)"):
+        lessons_report(fresh)
+    with pytest.raises(SeedRLError, match=r"is not a run folder of a method with skills"):
+        lessons_report(_run_folder(tmp_path / "bare", None))
+
+
+def test_an_empty_skills_file_is_one_error_line_and_writes_no_report(tmp_path):
+    from typer.testing import CliRunner
+
+    from seedrl.cli import app
+
+    run = _run_folder(tmp_path / "seed", "seed", [{"iteration": 1}, {"iteration": 2}])
+    (run / "skills.jsonl").write_text("")
+    r = CliRunner().invoke(app, ["lessons", str(run)])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "skills.jsonl holds no skill row: this seed run analysed no trajectory " \
+                                "(2 iterations)" in lines[0], r.output
+    assert not (run / "lessons.md").exists() and not (run / "lessons.json").exists()
+    # several runs: an error only when none has a row
+    (run / "skills.jsonl").write_text('{"iteration": 1, "cut')
+    empty = _run_folder(tmp_path / "seed3", "seed")
+    (empty / "skills.jsonl").write_text("\n")
+    with pytest.raises(SeedRLError, match=r"none of the skills.jsonl of the 2 runs \(seed, seed3\) holds a skill row "
+                                          r"\(1 unreadable lines\)"):
+        lessons_report([run, empty])
+    assert lessons_report([run, _write(tmp_path / "seed2", [(1, DRAWER, False)])])["analysed"] == 1

@@ -27,7 +27,7 @@ from seedrl.train import checkpoint as ckpt_mod
 from seedrl.train.checkpoint import MANIFEST, latest_checkpoint, load_trainer_state
 from seedrl.train.logger import MetricsLogger
 from seedrl.train.trainer import Trainer
-from tests.helpers import tiny_cfg
+from tests.helpers import assert_updated, mixed_outcomes, tiny_cfg
 
 pytestmark = pytest.mark.faults
 
@@ -60,12 +60,21 @@ def assert_same_run(run_dir: Path, model, reference) -> None:
         assert torch.equal(got[k], v), k
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _real_updates():
+    """Every run of this module updates with a policy-gradient advantage (the tiny random policy's groups
+    would all be lost, see tests.helpers.mixed_outcomes), so a resume that matches compares real updates."""
+    with mixed_outcomes():
+        yield
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     run = tmp_path_factory.mktemp("reference") / "run"
     tr = Trainer(cfg(run))
     tr.train()
     assert [r["iteration"] for r in rows(run / "metrics.jsonl")] == [1, 2]
+    assert_updated(rows(run / "metrics.jsonl"))  # the runs resumed to it (assert_same_run) updated as well
     assert [p.name for p in ckpt_mod.checkpoint_dirs(run / "checkpoints")] == ["iter_000002", "iter_000001"]
     return run, rows(run / "metrics.jsonl"), weights(tr.model)
 
@@ -126,6 +135,9 @@ def test_sigkill_of_a_real_process_during_the_save(tmp_path, reference):
         "from seedrl.train import checkpoint\n"
         "from seedrl.train.trainer import Trainer\n"
         "from tests.train.test_checkpoint_faults import cfg\n"
+        "from tests.helpers import mixed_outcomes\n"
+        "_mixed = mixed_outcomes()\n"
+        "_mixed.__enter__()  # kept referenced: a collected generator would undo it\n"
         "tr = Trainer(cfg(sys.argv[1]))\n"
         "def fault(point):\n"
         "    if point == 'complete' and tr.iteration == 2:\n"

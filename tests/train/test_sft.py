@@ -136,3 +136,16 @@ def test_demo_env_kwargs_choose_each_demonstrations_expert_and_never_the_tasks(m
     ids = list(build_panel("household", "train", None, prior_seed=0).task_ids)
     assert seen["plain"] == ({"prior_seed": 0, "expert": "prior"}, ids[:3])
     assert seen["skill"] == ({"prior_seed": 0, "expert": "oracle"}, ids[:2])
+
+
+def test_an_empty_data_file_is_named_not_the_expert(tmp_path):
+    """`run_sft` with a data file of blank lines (the CLI refuses it earlier, see tests/test_bad_inputs.py)."""
+    from seedrl.config import SFTConfig
+    from seedrl.errors import SeedRLError
+    from seedrl.train.sft import run_sft
+
+    (tmp_path / "empty.jsonl").write_text("\n")
+    cfg = SFTConfig(run_dir=str(tmp_path / "sft"), data=str(tmp_path / "empty.jsonl"), model={"name": "tiny-micro"})
+    with pytest.raises(SeedRLError) as e:
+        run_sft(cfg)
+    assert "empty.jsonl' holds no example (the file is empty" in str(e.value) and "expert" not in str(e.value)

@@ -555,3 +555,29 @@ def test_episode_discount_favours_the_shorter_win(tmp_path):
     assert tr.returns(trajs).tolist() == [10.0, 5.0]
     adv = tr.advantages(trajs, samples)
     assert adv[0] > 0 and adv[1] < 0 and adv[2] < 0
+
+
+def test_iterations_that_never_update_warn_louder_and_the_run_says_it_never_learnt(tmp_path, caplog):
+    """A tiny random policy loses every episode: dynamic sampling keeps no group, no iteration updates. The
+    third skip in a row warns with the fix, the sixth is an error line, and the run ends saying none updated."""
+    import logging
+
+    tr = cheap_trainer(tmp_path, **{"algo.dynamic_sampling": "true", "algo.dynamic_sampling_rounds": 1,
+                                    "iterations": 7, "rollout.tasks_per_batch": 1, "env.max_steps": 1})
+    with caplog.at_level(logging.WARNING, logger="seedrl.train.trainer"):
+        tr.train()
+    msgs = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "seedrl.train.trainer"]
+    streak = [(lv, m) for lv, m in msgs if "in a row" in m]
+    assert [lv for lv, _ in streak] == [logging.WARNING, logging.ERROR], msgs
+    assert streak[0][1].startswith("3 iterations in a row (1-3) made no update") and \
+        "raise algo.dynamic_sampling_rounds" in streak[0][1]
+    assert streak[1][1].startswith("STILL no update: 6 iterations in a row (since iteration 1)")
+    assert msgs[-1][1].startswith("no iteration of this run updated the policy: all 7 it ran were skipped")
+
+
+def test_a_run_that_updates_says_nothing_about_skips(tmp_path, caplog):
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="seedrl.train.trainer"):
+        cheap_trainer(tmp_path, iterations=2).train()
+    assert not [r for r in caplog.records if "no update" in r.getMessage() or "updated the policy" in r.getMessage()]

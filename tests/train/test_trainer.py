@@ -12,7 +12,7 @@ from seedrl.errors import SeedRLError
 from seedrl.train import checkpoint as ckpt_mod
 from seedrl.train.checkpoint import latest_checkpoint
 from seedrl.train.trainer import Trainer, UpdateBatch, rollout_digests, rollout_metrics, teacher_metrics
-from tests.helpers import tiny_cfg
+from tests.helpers import assert_updated, mixed_outcomes, tiny_cfg
 
 
 def rollout_batch(tr: Trainer):
@@ -98,17 +98,20 @@ def test_smoke_training_changes_parameters_with_finite_losses(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [None, "{r: 4}"])  # tiny-micro ties its embeddings, as Qwen2.5 <= 3B do
 def test_resume_gives_the_same_metrics_as_an_uninterrupted_run(tmp_path, lora):
-    over = {"model.lora": lora} if lora else {}
-    full = Trainer(tiny_cfg(tmp_path / "full", **over))
-    full_summary = full.train()
+    # groups of 4 (tiny_cfg: 3), so that no iteration's groups all come out uniform (LoRA's 3rd did)
+    over = {"rollout.group_size": 4} | ({"model.lora": lora} if lora else {})
+    with mixed_outcomes():  # every iteration updates with a real advantage (tests.helpers)
+        full = Trainer(tiny_cfg(tmp_path / "full", **over))
+        full_summary = full.train()
 
-    part = Trainer(tiny_cfg(tmp_path / "part", **over))
-    part.train(stop_after=2)  # "killed" after iteration 2 (a checkpoint is written at 2)
-    assert latest_checkpoint(tmp_path / "part" / "checkpoints").name == "iter_000002"
-    resumed = Trainer(tiny_cfg(tmp_path / "part", **over), resume=True)
-    assert resumed.iteration == 2
-    resumed_summary = resumed.train()
+        part = Trainer(tiny_cfg(tmp_path / "part", **over))
+        part.train(stop_after=2)  # "killed" after iteration 2 (a checkpoint is written at 2)
+        assert latest_checkpoint(tmp_path / "part" / "checkpoints").name == "iter_000002"
+        resumed = Trainer(tiny_cfg(tmp_path / "part", **over), resume=True)
+        assert resumed.iteration == 2
+        resumed_summary = resumed.train()
 
+    assert_updated(_metrics(tmp_path / "full" / "metrics.jsonl"))
     assert _metrics(tmp_path / "part" / "metrics.jsonl") == _metrics(tmp_path / "full" / "metrics.jsonl")
     assert resumed_summary["eval_after"]["tasks"] == full_summary["eval_after"]["tasks"]
     for (k, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values()):
@@ -124,23 +127,25 @@ def test_existing_run_needs_resume_flag(tmp_path):
 
 @pytest.mark.slow
 def test_kill_during_save_leaves_latest_intact(tmp_path, monkeypatch):
-    tr = Trainer(tiny_cfg(tmp_path / "r", iterations=2, save_every=1, **{"eval.num_tasks": 0}))
-    tr.train(stop_after=1)
-    good = latest_checkpoint(tmp_path / "r" / "checkpoints")
-    assert good.name == "iter_000001"
-
-    def killed(*a, **k):
-        raise KeyboardInterrupt("killed while writing optimizer state")
-
-    monkeypatch.setattr(ckpt_mod.torch, "save", killed)
-    with pytest.raises(KeyboardInterrupt):
+    with mixed_outcomes():  # every iteration updates with a real advantage (tests.helpers)
+        tr = Trainer(tiny_cfg(tmp_path / "r", iterations=2, save_every=1, **{"eval.num_tasks": 0}))
         tr.train(stop_after=1)
-    monkeypatch.undo()
-    assert latest_checkpoint(tmp_path / "r" / "checkpoints") == good  # the torn write is invisible
-    resumed = Trainer(tiny_cfg(tmp_path / "r", iterations=2, save_every=1, **{"eval.num_tasks": 0}), resume=True)
-    assert resumed.iteration == 1
-    resumed.train()
+        good = latest_checkpoint(tmp_path / "r" / "checkpoints")
+        assert good.name == "iter_000001"
+
+        def killed(*a, **k):
+            raise KeyboardInterrupt("killed while writing optimizer state")
+
+        monkeypatch.setattr(ckpt_mod.torch, "save", killed)
+        with pytest.raises(KeyboardInterrupt):
+            tr.train(stop_after=1)
+        monkeypatch.undo()
+        assert latest_checkpoint(tmp_path / "r" / "checkpoints") == good  # the torn write is invisible
+        resumed = Trainer(tiny_cfg(tmp_path / "r", iterations=2, save_every=1, **{"eval.num_tasks": 0}), resume=True)
+        assert resumed.iteration == 1
+        resumed.train()
     assert latest_checkpoint(tmp_path / "r" / "checkpoints").name == "iter_000002"
+    assert_updated(_metrics(tmp_path / "r" / "metrics.jsonl"))  # the resumed iteration updated
 
 
 def test_update_raises_logp_of_positive_advantage_responses(tmp_path):

@@ -11,7 +11,7 @@ import torch
 
 from seedrl.errors import SeedRLError
 from seedrl.train.trainer import Trainer, UpdateBatch, training_samples, warmup_factor, warmup_schedule
-from tests.helpers import tiny_cfg
+from tests.helpers import assert_updated, mixed_outcomes, tiny_cfg
 
 CHEAP = {"eval.num_tasks": 0, "save_every": 0, "rollout.tasks_per_batch": 2, "rollout.group_size": 2,
          "env.max_steps": 2, "optim.lr": 1e-3}
@@ -70,13 +70,16 @@ def test_warmup_ratio_survives_a_resume_and_refuses_a_longer_warmup(tmp_path):
     """The scheduler state is in the checkpoint: a run killed after iteration 1 and resumed logs the
     rates of an uninterrupted one (1/3, 2/3, 1, 1 of lr). A resume that changes ``iterations`` so that
     the warm-up length changes is refused, naming the reason."""
-    over = CHEAP | {"iterations": 4, "save_every": 1, "optim.warmup_ratio": 0.75}
-    Trainer(tiny_cfg(tmp_path / "r", **over)).train(stop_after=1)
-    with pytest.raises(SeedRLError, match=r"iterations 4 -> 8 \(optim.warmup_ratio warms up over 3 -> 6"):
-        Trainer(tiny_cfg(tmp_path / "r", **(over | {"iterations": 8})), resume=True)
-    resumed = Trainer(tiny_cfg(tmp_path / "r", **over), resume=True)
-    assert resumed.iteration == 1
-    resumed.train()
+    # groups of 4: with 2 (CHEAP), one iteration's groups both came out uniform (no advantage to compare)
+    over = CHEAP | {"iterations": 4, "save_every": 1, "optim.warmup_ratio": 0.75, "rollout.group_size": 4}
+    with mixed_outcomes():  # every iteration updates with a real advantage (tests.helpers)
+        Trainer(tiny_cfg(tmp_path / "r", **over)).train(stop_after=1)
+        with pytest.raises(SeedRLError, match=r"iterations 4 -> 8 \(optim.warmup_ratio warms up over 3 -> 6"):
+            Trainer(tiny_cfg(tmp_path / "r", **(over | {"iterations": 8})), resume=True)
+        resumed = Trainer(tiny_cfg(tmp_path / "r", **over), resume=True)
+        assert resumed.iteration == 1
+        resumed.train()
     rows = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    assert_updated(rows)
     assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
     assert [r["lr"] for r in rows] == pytest.approx([1e-3 / 3, 2e-3 / 3, 1e-3, 1e-3], rel=1e-12)
