@@ -193,6 +193,10 @@ def _check_jsonl(path: str) -> None:
 def _setup_logging(verbose: bool) -> None:
     global _VERBOSE
     _VERBOSE = verbose
+    import warnings
+
+    # torch's two-line warning before it refuses a raw pickle: the refusal's one line says what matters
+    warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("transformers", "httpx"):

@@ -58,7 +58,7 @@ def _bad_models(d: Path) -> None:
     tok = load_tokenizer("tiny-micro")
     model = load_model("tiny-micro", tokenizer=tok)
     save_model(model, tok, d / "good")
-    for name in ("trunc", "pickled", "notok", "loop"):
+    for name in ("trunc", "pickled", "rawpickle", "notok", "loop"):
         shutil.copytree(d / "good", d / name)
     (d / "loop" / "model.safetensors").unlink()
     (d / "loop" / "model.safetensors").symlink_to("model.safetensors")  # a link to itself
@@ -66,6 +66,11 @@ def _bad_models(d: Path) -> None:
     w.write_bytes(w.read_bytes()[: w.stat().st_size // 2])
     (d / "pickled" / "model.safetensors").unlink()
     torch.save({"w": _Evil()}, d / "pickled" / "pytorch_model.bin")
+    (d / "rawpickle" / "model.safetensors").unlink()
+    with open(d / "rawpickle" / "pytorch_model.bin", "wb") as f:  # pickle.dump: not torch's zip format
+        import pickle
+
+        pickle.dump({"w": _Evil()}, f, protocol=4)
     for f in ("tokenizer.json", "tokenizer_config.json"):
         (d / "notok" / f).unlink()
     (d / "emptydir").mkdir()
@@ -139,6 +144,9 @@ CASES = [
      "(truncated or padded); the model folder is damaged"),
     ("model-pickled-code", ["eval", "--checkpoint", "{tmp}/pickled", "--env", "sokoban"],
      "pickled weights hold more than tensors (it references posix.getcwd); refused"),
+    # a raw pickle: torch warns about its protocol (two lines) before refusing it; one line is left
+    ("model-raw-pickle", ["eval", "--checkpoint", "{tmp}/rawpickle", "--env", "sokoban"],
+     "its pickled weights hold more than tensors"),
     ("model-without-tokenizer", _train("model.name={tmp}/notok"), "has no tokenizer"),
     ("model-symlink-loop", ["eval", "--checkpoint", "{tmp}/loop", "--env", "sokoban"],
      "loop/model.safetensors: Too many levels of symbolic links (ELOOP); a symbolic link points back into itself"),

@@ -16,7 +16,7 @@ tries to close its env. The functions the rollout sends live in this module (:fu
 :func:`env_read`, :func:`env_step`, :func:`env_privileged_state`, :func:`env_close`), so an executor
 whose envs live elsewhere (a process, a Ray actor) pickles them by reference.
 
-Executors (``rollout.executor``, :data:`EXECUTORS`):
+Executors (``env.executor``, :data:`EXECUTORS`):
 
 - ``thread`` (default): every episode's env lives on a daemon thread of its own, created, called and
   closed on that thread. A hung call strands only its own thread; the process can still exit, and
@@ -482,7 +482,8 @@ def _watch_parent(parent: int) -> None:
 def _process_main(conn, parent: int) -> None:
     """A pool worker process: answer ``(op, *args)`` messages with :class:`_EnvHost` until told to stop
     (``None``) or the pipe closes. It serves rollout after rollout (``open`` makes its envs anew)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle (already so from exec on:
+    # ProcessExecutor._start)
     try:
         os.setpgrp()  # a kill of the worker takes the engines its envs started with it
     except (AttributeError, OSError):
@@ -544,6 +545,19 @@ class _Tape:
 class _Proc:
     proc: Any  # multiprocessing.Process
     conn: Any  # multiprocessing.connection.Connection
+
+
+def _exit_text(proc: Any) -> str:
+    """How a worker process ended: ``exit code 1``, ``exit code -9: SIGKILL``, ``still running``."""
+    code = proc.exitcode
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"exit code {code}: {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exit code {code}"
 
 
 def _kill(p: _Proc) -> None:
@@ -806,11 +820,13 @@ class _Pool:
 
     def close(self, deadline: float) -> None:
         live = [w for w in self._active if w.lost is None]
-        self._exchange({w: ("close",) for w in live}, deadline)  # a close that hangs gets its worker killed
-        self._idle += [w for w in live if w.lost is None]
-        self._active, self._owner, self._tapes = [], {}, {}
-        if not self.keep_warm:
-            self.shutdown(deadline)
+        try:
+            self._exchange({w: ("close",) for w in live}, deadline)  # a close that hangs gets its worker killed
+            self._idle += [w for w in live if w.lost is None]
+            self._active, self._owner, self._tapes = [], {}, {}
+        finally:  # also when a Ctrl-C interrupts the wait: nothing is left running, nothing unreaped
+            if not self.keep_warm:
+                self.shutdown(deadline)
 
     def shutdown(self, deadline: float | None = None) -> None:
         """End every worker (a warm pool's too); the executor can still open again (starting anew)."""
@@ -841,16 +857,41 @@ class ProcessExecutor(_Pool):
         self.spawn_timeout_s = spawn_timeout_s
         self._ctx = multiprocessing.get_context(start_method)
         self._started = 0
+        #: every worker process started and not yet reaped (with its pipe), whether or not the pool still
+        #: holds it: an interrupted open or close may drop one between its start and its record
+        self._procs: dict[Any, Any] = {}
+
+    def shutdown(self, deadline: float | None = None) -> None:
+        """End every worker, and kill and reap any process this pool started that is still around."""
+        try:
+            super().shutdown(deadline)
+        finally:
+            for proc, conn in list(self._procs.items()):
+                _kill(_Proc(proc, conn))  # a no-op but the reaping for one already ended
+                self._procs.pop(proc, None)
 
     def _factory_message(self) -> bytes:
         return self._factory_bytes  # unpickled in the worker: a failure there is that worker's episodes'
 
     def _start(self) -> _Worker:
+        """Start a worker that ignores SIGINT from its exec on. A terminal's Ctrl-C goes to the whole
+        foreground process group, and a worker still starting (before :func:`_process_main` ignores it and
+        leaves the group) would die of it, printing a KeyboardInterrupt traceback. Only an ignored
+        disposition survives exec (a signal mask does not: the spawn resets it), so SIGINT is ignored here
+        for the moment of the start (main thread only; a Ctrl-C in those milliseconds is lost, the next
+        one is not). The process is recorded before anything can interrupt, for :meth:`shutdown` to reap."""
         parent_conn, child_conn = self._ctx.Pipe(duplex=True)
         proc = self._ctx.Process(target=_process_main, args=(child_conn, os.getpid()),
                                  name=f"seedrl-env-{self._started}", daemon=False)
         self._started += 1
-        proc.start()
+        main = threading.current_thread() is threading.main_thread()
+        old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
+        try:
+            proc.start()
+            self._procs[proc] = parent_conn
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, old)
         child_conn.close()
         return _Worker(_Proc(proc, parent_conn))
 
@@ -861,8 +902,9 @@ class ProcessExecutor(_Pool):
             try:
                 w.handle.conn.send(msg)
                 pending[w] = _Reply()
-            except (OSError, ValueError) as exc:  # the pipe is gone: the worker died before it
-                out[w] = _Reply(fault=self._died(w, f"env worker died ({_describe(exc)})"))
+            except (OSError, ValueError):  # the pipe is gone: the worker died before it, while idle
+                w.handle.proc.join(timeout=1)  # its exit code says how ("Broken pipe" says nothing)
+                out[w] = _Reply(fault=self._died(w, f"env worker died while idle ({_exit_text(w.handle.proc)})"))
         while pending:
             ready = wait_connections([h for w in pending for h in (w.handle.conn, w.handle.proc.sentinel)],
                                      timeout=_remaining(deadline))
@@ -901,7 +943,7 @@ class ProcessExecutor(_Pool):
             if p.proc.exitcode is None:
                 return  # alive: more is coming
         p.proc.join(timeout=1)
-        r.fault = self._died(w, f"env worker died (exit code {p.proc.exitcode})")
+        r.fault = self._died(w, f"env worker died ({_exit_text(p.proc)})")
 
     def _died(self, w: _Worker, why: str) -> Outcome:
         self._give_up(w, why)
@@ -917,6 +959,7 @@ class ProcessExecutor(_Pool):
             except (OSError, ValueError):
                 pass
         _kill(p)
+        self._procs.pop(p.proc, None)
 
 
 # -- ray --------------------------------------------------------------------------------------------
@@ -1022,7 +1065,7 @@ class RayExecutor(_Pool):
                     self._temp_dir = None
 
 
-#: executor name (``rollout.executor``) -> class
+#: executor name (``env.executor``) -> class
 EXECUTORS: dict[str, type] = {"thread": ThreadExecutor, "process": ProcessExecutor, "ray": RayExecutor}
 
 

@@ -121,6 +121,7 @@ def rollout(
     if executor is None:
         executor = make_executor(settings.executor, make_env, workers=min(settings.env_workers, len(episodes)),
                                  ray_address=settings.ray_address)
+    interrupted = False
     try:
         t0 = time.perf_counter()
         made = executor.open(len(episodes), time.monotonic() + timeout)
@@ -199,8 +200,12 @@ def rollout(
             else:
                 log.warning("privileged_state failed for task %s: %s", episodes[i].traj.task_id,
                             _fault("privileged_state", out, timeout))
-    finally:  # also after a fault, so engines, slots and workers are released
-        executor.close(time.monotonic() + timeout)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
+    finally:  # also after a fault, so engines, slots and workers are released; after a Ctrl-C at once (a
+        # hung env's worker is killed now, not after step_timeout_s: the user is waiting)
+        executor.close(time.monotonic() + (0.0 if interrupted else timeout))
     return [ep.traj for ep in episodes]
 
 

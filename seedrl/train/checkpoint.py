@@ -36,6 +36,7 @@ import pickle
 import random
 import re
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ import torch
 from seedrl.errors import SeedRLError, describe_os_error
 from seedrl.fileio import atomic_write, writing
 from seedrl.models.loading import refused_global, safetensors_problem
+from seedrl.models.pickles import first_pickle_global
 from seedrl.train import fsdp
 
 log = logging.getLogger(__name__)
@@ -491,13 +493,19 @@ def _read(ckpt: Path, lora: bool) -> tuple[dict[str, torch.Tensor], dict[str, An
         raise CheckpointDamaged(f"{ckpt} holds non-finite weights (NaN/inf in {bad[1]} tensor(s), first {bad[0]})")
     path = ckpt / "trainer.pt"
     try:
-        if (ckpt / MANIFEST).exists():
-            blob = torch.load(path, weights_only=True, map_location="cpu")
-        else:
-            with torch.serialization.safe_globals(_numpy_globals()):
+        with warnings.catch_warnings():  # a raw pickle's "Detected pickle protocol 4" warning: the line below says it
+            warnings.simplefilter("ignore", UserWarning)
+            if (ckpt / MANIFEST).exists():
                 blob = torch.load(path, weights_only=True, map_location="cpu")
+            else:
+                with torch.serialization.safe_globals(_numpy_globals()):
+                    blob = torch.load(path, weights_only=True, map_location="cpu")
     except pickle.UnpicklingError as exc:
-        raise CheckpointDamaged(f"{path} holds more than tensors and plain data ({refused_global(exc)}); refused, since "
+        what = refused_global(exc)
+        if not what.startswith("it references"):  # a raw pickle: torch names an opcode, not the global
+            name = first_pickle_global(path)
+            what = f"it references {name}" if name else "a raw pickle, not torch's weights format"
+        raise CheckpointDamaged(f"{path} holds more than tensors and plain data ({what}); refused, since "
                                 f"unpickling it could run code") from None
     except (RuntimeError, EOFError, OSError, ValueError, AttributeError, TypeError) as exc:
         raise CheckpointDamaged(f"{path} cannot be read ({_first_line(exc)})") from None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import IO
@@ -22,6 +23,33 @@ from seedrl.errors import SeedRLError
 
 LOCK_NAME = ".lock"
 _held: dict[Path, tuple[IO[str], int]] = {}
+#: the holder's command in the error line is cut at about this many characters, between two arguments
+SHOWN_CHARS = 160
+
+
+def command_line(argv: list[str], limit: int = SHOWN_CHARS) -> str:
+    """``argv`` as a shell would take it (each argument quoted as needed; the program by its name),
+    cut only between whole arguments once past ``limit`` characters: ``seedrl train -c a.yaml … (+3 more
+    arguments)``."""
+    parts = [shlex.quote(Path(argv[0]).name if i == 0 and argv[0] else a) for i, a in enumerate(argv)]
+    shown: list[str] = []
+    for i, part in enumerate(parts):
+        if shown and len(" ".join(shown + [part])) > limit:
+            rest = len(parts) - i
+            return " ".join(shown) + f" … (+{rest} more argument{'s' if rest > 1 else ''})"
+        shown.append(part)
+    return " ".join(shown)
+
+
+def _holder_text(recorded: str) -> str:
+    """The error line's account of the holder from the lock file (``pid N: <argv, shell-quoted>``)."""
+    pid, sep, cmd = recorded.partition(": ")
+    if not sep or not pid.startswith("pid "):
+        return recorded or "unknown"
+    try:
+        return f"{pid}: {command_line(shlex.split(cmd))}" if cmd else pid
+    except ValueError:  # a file an older version wrote (plain join, cut at 200 characters)
+        return recorded
 
 
 class RunLock:
@@ -58,13 +86,13 @@ def lock_run_dir(run_dir: str | Path) -> RunLock:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         f.seek(0)
-        holder = f.read().strip() or "unknown"
+        holder = _holder_text(f.read().strip())
         f.close()
         raise SeedRLError(f"{d} is in use by another live seedrl process ({holder}); wait for it to end "
                           f"(or stop it) and then --resume, or choose another run_dir") from None
     f.seek(0)
     f.truncate()
-    f.write(f"pid {os.getpid()}: {' '.join(sys.argv)[:200]}\n")
+    f.write(f"pid {os.getpid()}: {shlex.join(sys.argv)}\n")  # whole: the error line shortens it
     f.flush()
     _held[path] = (f, 1)
     return RunLock(path)

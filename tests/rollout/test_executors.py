@@ -267,3 +267,101 @@ def test_pools_play_sokoban_exactly_as_threads(tiny_tokenizer, request, executor
     assert as_dicts(play(tiny_tokenizer, tasks, executor=executor, env_workers=3, **kw)) == thread
     assert sum(len(t["steps"]) for t in thread) >= 8
     assert not multiprocessing.active_children()
+
+
+CTRL_C = """
+import json, os, signal, sys, threading, time
+import psutil
+from seedrl.models.loading import load_tokenizer
+from tests.rollout.test_executors import play
+
+def main():
+    tok = load_tokenizer("tiny-micro")
+    threading.Timer(float(sys.argv[1]), lambda: os.killpg(os.getpgrp(), signal.SIGINT)).start()  # a terminal's Ctrl-C
+    t0 = time.monotonic()
+    try:
+        play(tok, ["hang-0", "ok-1", "ok-2"], executor="process", step_timeout_s=30.0, env_workers=3)
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    took = time.monotonic() - t0
+    time.sleep(0.3)
+    kids = []  # every child but multiprocessing's own resource tracker; a zombie is named as one
+    for c in psutil.Process().children(recursive=True):
+        try:
+            if c.status() == psutil.STATUS_ZOMBIE:
+                kids.append([c.pid, "zombie"])
+            elif "resource_tracker" not in " ".join(c.cmdline()):
+                kids.append([c.pid, c.status(), c.name()])
+        except psutil.Error:
+            pass
+    print(json.dumps({"interrupted": interrupted, "took": took, "children": kids}))
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.parametrize("after_s", [0.05, 0.4, 2.0])  # while the workers start, while they make envs, mid-turn
+def test_a_ctrl_c_ends_the_process_pool_at_once_and_leaves_no_child(tmp_path, after_s):
+    """Ctrl-C at a terminal (SIGINT to the whole foreground group) during a process-pool rollout with a hung
+    env: the rollout ends at once (not after step_timeout_s), no worker prints a KeyboardInterrupt traceback
+    (one still starting died of it), and no child is left, running or defunct (a zombie was)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = tmp_path / "ctrl_c.py"
+    script.write_text(CTRL_C)
+    r = subprocess.run([sys.executable, str(script), str(after_s)], cwd=root, capture_output=True, text=True,
+                       timeout=120, start_new_session=True,  # its own group: the SIGINT reaches nothing else
+                       env=os.environ | {"PYTHONPATH": str(root), "OMP_NUM_THREADS": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["interrupted"] and out["took"] < after_s + 5, out
+    assert out["children"] == [], out
+    assert "Traceback" not in r.stderr and "KeyboardInterrupt" not in r.stderr, r.stderr[-3000:]
+
+
+def test_shutdown_reaps_a_worker_the_pool_never_recorded():
+    """A worker started but never recorded as the pool's (a Ctrl-C between its start and its record) that
+    then died: shutdown still reaps it, so it is not left defunct."""
+    import signal
+
+    import psutil
+
+    from seedrl.rollout.executors import ProcessExecutor
+
+    ex = ProcessExecutor(ToyEnv, workers=1)
+    w = ex._start()  # dropped on the floor, as an interrupted open would
+    pid = w.handle.proc.pid
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while psutil.Process(pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE  # dead, not reaped yet
+    ex.shutdown()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    assert not multiprocessing.active_children()
+
+
+def test_a_warm_worker_killed_while_idle_is_named_by_its_signal_not_broken_pipe(tiny_tokenizer, caplog):
+    import logging
+    import signal
+
+    pool = make_executor("process", ToyEnv, workers=2, keep_warm=True)
+    tasks = ["ok-0", "ok-1"]
+    try:
+        first = play(tiny_tokenizer, tasks, pool=pool, executor="process", step_timeout_s=10.0)
+        idle = pool._idle[0].handle.proc
+        os.kill(idle.pid, signal.SIGKILL)
+        idle.join(timeout=10)
+        with caplog.at_level(logging.WARNING, logger="seedrl.rollout.executors"):
+            again = play(tiny_tokenizer, tasks, pool=pool, executor="process", step_timeout_s=10.0)
+    finally:
+        pool.shutdown()
+    assert as_dicts(again) == as_dicts(first)  # its replacement made the envs again
+    (line,) = [r.getMessage() for r in caplog.records if "env worker lost" in r.getMessage()]
+    assert "env worker died while idle (exit code -9: SIGKILL)" in line and "Broken pipe" not in line, line

@@ -11,6 +11,7 @@ import builtins
 import hashlib
 import json
 import logging
+import pickle
 import random
 import shutil
 import subprocess
@@ -343,6 +344,29 @@ def test_a_pickled_payload_in_trainer_pt_never_runs(run_copy, tmp_path, caplog):
     with pytest.raises(SeedRLError, match="no intact checkpoint"):
         resume(run_copy)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("protocol", [0, 2, 4])
+def test_a_raw_pickle_in_trainer_pt_is_refused_in_one_line_naming_its_global(run_copy, tmp_path, caplog, protocol):
+    """A raw pickle (pickle.dump, not torch's zip format): torch's refusal names an opcode ("Unsupported operand
+    149") in three lines of its own text and warns about the protocol; the line names the global (builtins.open
+    pickles as io.open)."""
+    import warnings
+
+    ck = run_copy / "checkpoints" / "iter_000002"
+    marker = tmp_path / "pwned"
+    with open(ck / "trainer.pt", "wb") as f:
+        pickle.dump({"optimizer": {"state": {}, "param_groups": []}, "rng": {"x": Payload(marker)}}, f,
+                    protocol=protocol)
+    _rehash(ck, "trainer.pt")
+    with warnings.catch_warnings(record=True) as seen, caplog.at_level(logging.WARNING):
+        warnings.simplefilter("always")
+        tr = resume(run_copy)
+    assert tr.iteration == 1 and not marker.exists()
+    (line,) = [w for w in damaged_warnings(caplog) if "iter_000002" in w]
+    assert "trainer.pt holds more than tensors and plain data (it references io.open); refused" in line, line
+    assert "\n" not in line and "Weights only load failed" not in line
+    assert not [w for w in seen if "pickle protocol" in str(w.message)]
 
 
 # ------------------------------------------------------------------------------ pre-manifest checkpoints

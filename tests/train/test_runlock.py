@@ -3,6 +3,7 @@ folder a live run holds is one line naming the holder; a run killed with SIGKILL
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 
@@ -55,3 +56,23 @@ def test_one_process_may_reopen_its_own_folder_and_a_release_frees_it(tmp_path):
     q = _holder(tmp_path)
     q.kill()
     q.wait()
+
+
+def test_the_holders_command_is_cut_between_whole_arguments(tmp_path):
+    """A holder whose command is longer than the line shows: the line ends at a whole argument and says
+    how many are left out (it cut "run_dir=runs/exp" mid-argument at 200 characters)."""
+    args = ["--set", "run_dir=runs/a long experiment name/seed 3"] + [f"--set=optim.lr_{i}=1.0e-5" for i in range(12)]
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path), *args], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "locked"
+        with pytest.raises(SeedRLError) as e:
+            lock_run_dir(tmp_path)
+    finally:
+        p.kill()
+        p.wait()
+    msg = str(e.value)
+    argv = ["-c", str(tmp_path), *args]  # the holder's sys.argv
+    shown, rest = msg.split(f"pid {p.pid}: ", 1)[1].split(" … (+", 1)
+    words = shlex.split(shown)
+    assert words == argv[: len(words)] and rest.startswith(f"{len(argv) - len(words)} more arguments)"), msg
+    assert "'run_dir=runs/a long experiment name/seed 3'" in shown  # quoted whole, as a shell takes it
