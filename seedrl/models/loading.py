@@ -311,8 +311,15 @@ def load_model(
         except OSError as exc:
             raise SeedRLError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from exc
         except pickle.UnpicklingError as exc:  # a pickled pytorch_model.bin that is more than tensors
+            what = refused_global(exc)
+            if not what.startswith("it references"):  # torch named only an opcode: read the pickle's imports
+                from seedrl.models.pickles import first_pickle_global
+
+                found = next((g for f in sorted(Path(name_or_path).glob("*.bin"))
+                              if (g := first_pickle_global(f))), None)
+                what = f"it references {found}" if found else what
             raise SeedRLError(f"model {name_or_path!r}: its pickled weights hold more than tensors "
-                              f"({refused_global(exc)}); refused, "
+                              f"({what}); refused, "
                               f"since unpickling them could run code (save the model as safetensors)") from None
     model.to(device)
     if lora:

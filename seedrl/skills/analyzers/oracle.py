@@ -42,7 +42,6 @@ from seedrl.errors import SeedRLError
 from seedrl.rollout.types import Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
 
-
 #: what an oracle skill may state: ``privileged`` (anything the env's state knows, e.g. where an object
 #: was that the episode never saw: the positive control) or ``observed`` (only what the trajectory itself
 #: revealed, from the oracle's ``observed_hindsight``: labels a self-analyzer can learn to write)
@@ -85,7 +84,7 @@ class OracleAnalyzer:
             oracle = oracle_module(env) if env and ps else None
             if oracle is not None:
                 try:
-                    write = oracle.hindsight if self.view == "privileged" else getattr(oracle, "observed_hindsight")
+                    write = oracle.hindsight if self.view == "privileged" else oracle.observed_hindsight
                     summary, skill = write(traj, ps)
                     # optional: the module's step_skills(traj, ps) -> {0-based step: skill}
                     if self.step_skills and skill and hasattr(oracle, "step_skills"):
