@@ -420,6 +420,10 @@ class SFTConfig(_Strict):
     #: evaluation use ``env.kwargs`` alone
     demo_env_kwargs: dict[str, Any] = Field(default_factory=dict)
     skill_demo_env_kwargs: dict[str, Any] = Field(default_factory=dict)
+    #: random-action probability while the skill-conditioned demonstrations are played (default
+    #: ``demo_noise``): off-path states (the agent somewhere the skill says the object is not), each
+    #: labelled with what the expert does from there
+    skill_demo_noise: Fraction | None = None
     epochs: PosInt = 2
     lr: LearningRate = 1e-3
     weight_decay: NonNegFloat = 0.0

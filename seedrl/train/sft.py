@@ -294,7 +294,8 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
         panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
         extra = skill_demonstrations(e.name, e.kwargs | cfg.skill_demo_env_kwargs,
                                      list(panel.task_ids[:cfg.skill_demo_tasks]),
-                                     max_steps=e.max_steps, history_length=e.history_length, noise=cfg.demo_noise,
+                                     max_steps=e.max_steps, history_length=e.history_length,
+                                     noise=cfg.demo_noise if cfg.skill_demo_noise is None else cfg.skill_demo_noise,
                                      attempt_noise=cfg.skill_attempt_noise, seed=cfg.seed)
         rows = rows + extra
         source += (f" + {len(extra)} skill-conditioned demonstrations from {cfg.skill_demo_tasks} tasks "

@@ -121,6 +121,7 @@ def test_demo_env_kwargs_choose_each_demonstrations_expert_and_never_the_tasks(m
     def fake(kind):
         def run(env_name, env_kwargs, task_ids, **kw):
             seen[kind] = (dict(env_kwargs), list(task_ids))
+            seen[kind + "_noise"] = kw["noise"]
             return [{"messages": [{"role": "user", "content": "x"}], "response": "<action>look</action>"}]
         return run
 
@@ -130,12 +131,14 @@ def test_demo_env_kwargs_choose_each_demonstrations_expert_and_never_the_tasks(m
     cfg = SFTConfig.model_validate({
         "run_dir": str(tmp_path / "r"), "model": {"name": "tiny-micro"}, "demo_tasks": 3, "skill_demo_tasks": 2,
         "env": {"name": "household", "kwargs": {"prior_seed": 0}}, "eval": {"num_tasks": 0},
-        "demo_env_kwargs": {"expert": "prior"}, "skill_demo_env_kwargs": {"expert": "oracle"}})
+        "demo_env_kwargs": {"expert": "prior"}, "skill_demo_env_kwargs": {"expert": "oracle"},
+        "demo_noise": 0.1, "skill_demo_noise": 0.4})
     with pytest.raises(RuntimeError, match="stop here"):
         sft.run_sft(cfg)
     ids = list(build_panel("household", "train", None, prior_seed=0).task_ids)
     assert seen["plain"] == ({"prior_seed": 0, "expert": "prior"}, ids[:3])
     assert seen["skill"] == ({"prior_seed": 0, "expert": "oracle"}, ids[:2])
+    assert (seen["plain_noise"], seen["skill_noise"]) == (0.1, 0.4)
 
 
 def test_an_empty_data_file_is_named_not_the_expert(tmp_path):
