@@ -62,6 +62,8 @@ class HouseholdOptions(EnvOptions):
 
     prior_seed: Int = Field(0, ge=0, description="an integer >= 0 (the placement prior's seed)")
     expert: Literal["oracle", "prior", "random"] = Field("oracle", description="oracle, prior or random")
+    placement: Literal["prior", "uniform"] = Field("prior", description="prior or uniform (where the object "
+                                                   "lies: the split's prior, or any plausible receptacle alike)")
 
 
 class HouseholdEnv(Env):
@@ -104,7 +106,7 @@ class HouseholdEnv(Env):
 
     # -- episode ------------------------------------------------------------------------------
     def reset(self, task_id: str) -> str:
-        g = self.game = generate_game(task_id, self.options.prior_seed)
+        g = self.game = generate_game(task_id, self.options.prior_seed, self.options.placement)
         self.task_id = g.task_id
         self.task_description = f"find a {g.object_class} and take it."
         self.contents = {r: list(v) for r, v in g.contents.items()}

@@ -132,10 +132,16 @@ def _weighted(rng: random.Random, items: Sequence[str], weights: Sequence[float]
     return rng.choices(list(items), weights=list(weights))[0] if sum(weights) > 0 else rng.choice(list(items))
 
 
-def generate_game(tid: str, prior_seed: int = 0) -> Game:
+PLACEMENTS = ("prior", "uniform")
+
+
+def generate_game(tid: str, prior_seed: int = 0, placement: str = "prior") -> Game:
     """The game of a task id. The room always holds the object's three most likely classes under the
     *training* prior (the same rooms on every split), the class the object was drawn into (from the
-    split's prior), and other classes up to 5-7 receptacles; cabinets, drawers and shelves may come twice."""
+    split's prior), and other classes up to 5-7 receptacles; cabinets, drawers and shelves may come twice.
+    ``placement: uniform`` keeps that room and its distractors but puts the object in a uniformly drawn
+    receptacle of it whose class may hold the object (an own RNG stream): games where the prior predicts
+    nothing, for demonstrations in which only a skill tells where the object is."""
     seed = parse_task_id(tid)
     split = split_of(seed)
     rng = random.Random(f"household/{VERSION}/{task_id(seed)}/{prior_seed}")
@@ -158,6 +164,9 @@ def generate_game(tid: str, prior_seed: int = 0) -> Game:
     recs.sort()
     contents: dict[str, list[str]] = {r: [] for r in recs}
     where = rng.choice([r for r in recs if rclass(r) == drawn])
+    if placement == "uniform":
+        able = [r for r in recs if training_prior(prior_seed)[obj].get(rclass(r), 0.0) > 0]
+        where = random.Random(f"household/{VERSION}/{task_id(seed)}/{prior_seed}/uniform").choice(able)
     contents[where].append(f"{obj} 1")
     for other in rng.sample([o for o in OBJECTS if o != obj], rng.randint(1, 3)):
         r = _weighted(rng, recs, [prior[other].get(rclass(r), 0.0) for r in recs])

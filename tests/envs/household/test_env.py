@@ -105,7 +105,7 @@ def test_evaluation_panels_skip_games_that_repeat(monkeypatch) -> None:
 
 
 def test_options_are_typed_and_unknown_ones_list_the_valid_names() -> None:
-    with pytest.raises(SeedRLError, match="expert, prior_seed"):
+    with pytest.raises(SeedRLError, match="expert, placement, prior_seed"):
         make_env(ENV, prior_sed=1)
     with pytest.raises(SeedRLError, match="expert"):
         make_env(ENV, expert="planner")
@@ -387,3 +387,25 @@ def test_the_random_order_searcher_is_the_expert_option_and_teaches_no_prior() -
         hits["top"] += first == prior_order(env)[0]
         hits["chance"] += 1 / len(env.game.receptacles)
     assert hits["top"] < 2 * hits["chance"] + 3
+
+
+def test_uniform_placement_keeps_the_room_and_frees_the_object_from_the_prior() -> None:
+    """``placement: uniform`` (for literacy demonstrations): the same rooms and distractors, the object in
+    any plausible receptacle alike, so the training prior's favourite holds it far less often; it changes
+    the tasks, so it is part of the panel hash."""
+    from seedrl.envs.household.world import generate_game, rclass, training_prior
+
+    top = {"prior": 0, "uniform": 0}
+    ids = panel("train")[:300]
+    for tid in ids:
+        a, b = generate_game(tid), generate_game(tid, placement="uniform")
+        assert a.receptacles == b.receptacles and a.object_class == b.object_class
+        assert training_prior()[b.object_class].get(rclass(b.location), 0) > 0  # still a plausible place
+        fav = next(iter(training_prior()[a.object_class]))
+        top["prior"] += rclass(a.location) == fav
+        top["uniform"] += rclass(b.location) == fav
+    assert top["prior"] > 0.45 * len(ids) and top["uniform"] < 0.35 * len(ids)
+    env = make_env(ENV, placement="uniform")
+    env.reset(ids[0])
+    assert env.game == generate_game(ids[0], placement="uniform")
+    assert build_panel(ENV, "valid_seen", 8, placement="uniform").hash != build_panel(ENV, "valid_seen", 8).hash
