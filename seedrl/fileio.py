@@ -77,10 +77,10 @@ def tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.tmp{os.getpid()}")
 
 
-def fsync_dir(folder: str | Path) -> None:
-    """fsync a folder (best effort: some file systems refuse)."""
+def fsync_path(path: str | Path) -> None:
+    """fsync a file or a folder (best effort: some file systems refuse a folder)."""
     try:
-        fd = os.open(folder, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return
     try:
@@ -119,4 +119,4 @@ def atomic_write(path: str | Path, data: str | bytes) -> None:
         except OSError:
             pass
         raise
-    fsync_dir(path.parent)
+    fsync_path(path.parent)

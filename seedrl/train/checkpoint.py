@@ -28,7 +28,6 @@ fails to load makes them count as damaged).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -44,8 +43,9 @@ import numpy as np
 import torch
 
 from seedrl.errors import SeedRLError, describe_os_error
-from seedrl.fileio import atomic_write, writing
+from seedrl.fileio import atomic_write, fsync_path, writing
 from seedrl.models.loading import refused_global, safetensors_problem
+from seedrl.models.packaged import file_sha256
 from seedrl.models.pickles import first_pickle_global
 from seedrl.train import fsdp
 
@@ -70,32 +70,6 @@ def _fault(point: str) -> None:
 
 
 # ------------------------------------------------------------------------------------ file helpers
-def _fsync_path(path: Path) -> None:
-    """fsync a file or a folder (folders: best effort; some filesystems refuse)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    atomic_write(path, text)  # .<name>.tmp<pid> beside it (_POINTER_TMP), fsynced, renamed
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _files(folder: Path) -> list[str]:
     """Relative paths of the files of a checkpoint folder, without the manifest and the marker."""
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*")
@@ -248,9 +222,9 @@ def save_checkpoint(ckpt_root: str | Path, iteration: int, model, tokenizer, opt
     if final.exists():
         shutil.rmtree(final)
     os.replace(tmp, final)  # the commit point
-    _fsync_path(root)
+    fsync_path(root)
     _fault("commit")
-    _atomic_write_text(root / "latest", name + "\n")
+    atomic_write(root / "latest", name + "\n")
     _fault("pointer")
     for old in checkpoint_dirs(root)[keep:] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
@@ -288,18 +262,18 @@ def _write_checkpoint_files(tmp: Path, iteration: int, model, tokenizer, optimiz
     files = {}
     for rel in _files(tmp):
         p = tmp / rel
-        _fsync_path(p)
-        files[rel] = {"size": p.stat().st_size, "sha256": _sha256(p)}
+        fsync_path(p)
+        files[rel] = {"size": p.stat().st_size, "sha256": file_sha256(p)}
     with writing(tmp / MANIFEST):
         (tmp / MANIFEST).write_text(json.dumps({"format": MANIFEST_FORMAT, "iteration": iteration, "files": files},
                                                indent=1))
-    _fsync_path(tmp / MANIFEST)
+    fsync_path(tmp / MANIFEST)
     _fault("manifest")
     with writing(tmp / COMPLETE):
         (tmp / COMPLETE).write_text("ok\n")
-    _fsync_path(tmp / COMPLETE)
+    fsync_path(tmp / COMPLETE)
     for d in {tmp, *((tmp / rel).parent for rel in files)}:
-        _fsync_path(d)
+        fsync_path(d)
     _fault("complete")
 
 
@@ -358,7 +332,7 @@ def _verify(ckpt: Path) -> str | None:
         size = p.stat().st_size
         if size != want.get("size"):
             return f"{p} has {size} bytes, {MANIFEST} says {want.get('size')} (truncated or overwritten)"
-        if _sha256(p) != want.get("sha256"):
+        if file_sha256(p) != want.get("sha256"):
             return f"{p} does not match its sha256 in {MANIFEST} (corrupted)"
     return _verify_structure(ckpt)
 
@@ -593,7 +567,7 @@ def load_latest(ckpt_root: str | Path, model, optimizer, scheduler=None) -> tupl
             os.replace(bad, aside)
             log.warning("moved the damaged checkpoint %s to %s; resuming from %s", bad.name, aside.name, d.name)
         if problems:
-            _atomic_write_text(root / "latest", d.name + "\n")
+            atomic_write(root / "latest", d.name + "\n")
         return d, state
     raise SeedRLError(f"cannot resume: no intact checkpoint in {root}: " + "; ".join(p for _, p in problems))
 
@@ -637,11 +611,11 @@ def cut_rows(path: str | Path, iteration: int) -> int:
             continue
         rows.append(ln)
     if changed:
-        _atomic_write_text(path, "".join(r + "\n" for r in rows))
+        atomic_write(path, "".join(r + "\n" for r in rows))
     return len(rows)
 
 
 def fsync_file(path: str | Path) -> None:
     """Flush a file appended to (metrics rows) to disk."""
     if Path(path).exists():
-        _fsync_path(Path(path))
+        fsync_path(Path(path))
