@@ -509,7 +509,7 @@ def _skill_lift(source: str, backend, tok, model, panels, settings, seed_list, r
     from seedrl.eval.evaluate import evaluate
     from seedrl.eval.skill_follow import has_counterfactual
     from seedrl.eval.skill_lift import skill_lift
-    from seedrl.experiments.stats import mcnemar_exact
+    from seedrl.experiments.stats import mcnemar_exact, paired_outcomes
     from seedrl.methods.sources import make_analyzer
     from seedrl.models.loading import load_model, load_tokenizer
     from seedrl.provenance import git_commit
@@ -545,14 +545,14 @@ def _skill_lift(source: str, backend, tok, model, panels, settings, seed_list, r
             plain = evaluate(HFBackend(bmodel, btok, bf16=prec.bf16), btok, p, seed=seed_list[0], **settings)
             base_won = {t["task_id"]: bool(t["won"]) for t in plain["tasks"]}
             won = {t["task_id"]: bool(t["won"]) for t in r["tasks"]}
-            if set(base_won) != set(won):
-                raise SeedRLError(f"--against played other tasks on {p.split} than the model; this is a bug")
+            try:
+                h = paired_outcomes(base_won, won)
+            except ValueError:
+                raise SeedRLError(f"--against played other tasks on {p.split} than the model; this is a bug") from None
             r["against"] = {"model": baseline_path, "success": plain["success_rate"],
-                            "won_only_by_start": sum(base_won[k] and not won[k] for k in won),
-                            "won_only_by_model": sum(won[k] and not base_won[k] for k in won)}
-            r["harm"] = r["success_plain_all"] - plain["success_rate"]
-            r["against"]["mcnemar_p"] = mcnemar_exact(r["against"]["won_only_by_start"],
-                                                      r["against"]["won_only_by_model"])
+                            "won_only_by_start": h["only_before"], "won_only_by_model": h["only_after"],
+                            "mcnemar_p": h["p"]}
+            r["harm"] = h["diff"]
     res = {"diagnostic": "skill_lift", "model": model_path, "env": env_name, "analyzer": source,
            "commit": git_commit(), "precision": prec.describe(), "against": baseline_path,
            "config": {"eval": settings, "skills": cfg.skills.model_dump(mode="json"),

@@ -109,6 +109,19 @@ def mcnemar_exact(only_before: int, only_after: int) -> float:
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n)
 
 
+def paired_outcomes(before: Mapping[Any, bool], after: Mapping[Any, bool]) -> dict[str, Any]:
+    """Two policies' wins on the same tasks (task -> won): ``diff`` (after's success minus before's),
+    the discordant counts ``only_before`` / ``only_after`` and their exact McNemar ``p``. The task sets
+    must be equal (ValueError otherwise: the comparison would not be paired)."""
+    if set(before) != set(after):
+        raise ValueError("paired outcomes need the same tasks on both sides")
+    n = len(after)
+    only_before = sum(before[k] and not after[k] for k in after)
+    only_after = sum(after[k] and not before[k] for k in after)
+    return {"diff": (only_after - only_before) / n if n else 0.0, "only_before": only_before,
+            "only_after": only_after, "p": mcnemar_exact(only_before, only_after)}
+
+
 def intervals_overlap(a: Sequence[float], b: Sequence[float]) -> bool:
     """Whether two closed intervals ``[lo, hi]`` share a point."""
     return a[0] <= b[1] and b[0] <= a[1]

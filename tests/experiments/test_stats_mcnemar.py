@@ -39,3 +39,19 @@ def test_efficiency_ratio_interval_hand_cases():
     with pytest.raises(ValueError, match="different schedules"):
         efficiency_ratio_ci({0: fast[:2]}, {0: base})
     assert efficiency_ratio_ci({}, {0: base})["n_seeds"] == 0
+
+
+def test_paired_outcomes_on_a_hand_case():
+    """The harm of a literacy start (seedrl eval --with-skills --against): after's success minus before's on
+    the same tasks, with the discordant counts in the right direction."""
+    import pytest
+
+    from seedrl.experiments.stats import mcnemar_exact, paired_outcomes
+
+    before = {"a": True, "b": True, "c": False, "d": False, "e": True}
+    after = {"a": True, "b": False, "c": False, "d": False, "e": False}
+    h = paired_outcomes(before, after)
+    assert h == {"diff": -0.4, "only_before": 2, "only_after": 0, "p": mcnemar_exact(2, 0)}
+    assert paired_outcomes(after, before)["diff"] == 0.4
+    with pytest.raises(ValueError):
+        paired_outcomes(before, {"a": True})
