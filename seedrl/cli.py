@@ -575,12 +575,13 @@ def _skill_lift(source: str, backend, tok, model, panels, settings, seed_list, r
                           f"{r['facts_checked']} checkable (first attempts won {pct(r['fact_agreement_success'])}, "
                           f"lost {pct(r['fact_agreement_failure'])})", markup=False)
         f = r.get("follow")
-        if f is not None:
-            console.print(f"  skill following: {'n/a' if f['follow_rate'] is None else format(f['follow_rate'], '.3f')}"
-                          f" of {f['decisions']} decisions switch to the action a counterfactual skill names "
-                          f"(kept their own {f['kept_rate'] or 0:.3f})" if f["decisions"] else
-                          f"  skill following: n/a ({'no plain step had a parsable action to disagree with' if has_counterfactual(env_name) else 'this env' + chr(39) + 's oracle writes no counterfactual skills'})",
-                          markup=False)
+        if f is not None and f["decisions"]:
+            console.print(f"  skill following: {f['follow_rate']:.3f} of {f['decisions']} decisions switch to the "
+                          f"action a counterfactual skill names (kept their own {f['kept_rate']:.3f})", markup=False)
+        elif f is not None:
+            why = ("no plain step had a parsable action to disagree with" if has_counterfactual(env_name)
+                   else "this env's oracle writes no counterfactual skills")
+            console.print(f"  skill following: n/a ({why})", markup=False)
         if r["harm"] is not None:
             console.print(f"  skill-free success {r['success_plain_all']:.3f} vs the plain start's "
                           f"{r['against']['success']:.3f}: harm {r['harm']:+.3f} (McNemar p "
