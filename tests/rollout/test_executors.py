@@ -276,6 +276,9 @@ from seedrl.models.loading import load_tokenizer
 from tests.rollout.test_executors import play
 
 def main():
+    # a program started at a terminal gets Python's Ctrl-C handler even when whatever launched this test
+    # ignores SIGINT (a background job of a non-interactive shell does, and the ignore survives exec)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     tok = load_tokenizer("tiny-micro")
     threading.Timer(float(sys.argv[1]), lambda: os.killpg(os.getpgrp(), signal.SIGINT)).start()  # a terminal's Ctrl-C
     t0 = time.monotonic()
