@@ -272,6 +272,23 @@ def test_hung_engine_times_out_and_a_raising_step_ends_the_episode(env) -> None:
     e.close()
 
 
+class _DiesOnStep:
+    """A session whose next ``step`` SIGKILLs its JVM (and waits for it to exit) before sending the
+    command. Killing from another thread after seeing the engine's lock held raced: on a loaded machine
+    the kill could land when no step was in flight, and both episodes then moved engines."""
+
+    def __init__(self, session, engine) -> None:
+        self._session, self._engine = session, engine
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
+
+    def step(self, action):
+        os.kill(self._engine.pid, signal.SIGKILL)
+        self._engine.proc.wait(30)
+        return self._session.step(action)
+
+
 @pytest.mark.slow
 @needs_engine
 def test_rollout_ends_only_the_faulted_episode(env, tiny_tokenizer) -> None:
@@ -289,11 +306,10 @@ def test_rollout_ends_only_the_faulted_episode(env, tiny_tokenizer) -> None:
     class Backend:
         def generate(self, prompts, params, seed):
             turn = self.turn = getattr(self, "turn", -1) + 1
-            if turn == 3:
-                engine = made[0].engine
-                assert made[1].engine is engine
-                os.kill(engine.pid, signal.SIGSTOP)
-                threading.Thread(target=lambda: (_wait_locked(engine), os.kill(engine.pid, signal.SIGKILL))).start()
+            if turn == 3:  # the JVM dies inside made[0]'s next step call, so that call is in flight
+                lease = made[0]._holder.lease
+                assert made[1].engine is lease.engine
+                lease.session = _DiesOnStep(lease.session, lease.engine)
             text = f"<think></think><action>{gold[min(turn, len(gold) - 1)]}</action>"
             ids = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
             return [Generation(ids, [0.0] * len(ids), text, "stop") for _ in prompts]
