@@ -424,6 +424,11 @@ class SFTConfig(_Strict):
     #: ``demo_noise``): off-path states (the agent somewhere the skill says the object is not), each
     #: labelled with what the expert does from there
     skill_demo_noise: Fraction | None = None
+    #: each skill-conditioned demonstration first takes k random admissible actions, k drawn uniformly
+    #: from 0..this, every row still labelled with the expert's action: the skill's target shown from the
+    #: states a skill-free policy reaches (standing at a receptacle the skill says is wrong), not only from
+    #: the expert's path. 0: off
+    skill_demo_random_prefix: NonNegInt = 0
     epochs: PosInt = 2
     lr: LearningRate = 1e-3
     weight_decay: NonNegFloat = 0.0

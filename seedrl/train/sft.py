@@ -42,9 +42,11 @@ log = logging.getLogger(__name__)
 
 
 def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: list[str], *, max_steps: int,
-                          history_length: int, noise: float, seed: int, env=None) -> list[dict[str, Any]]:
+                          history_length: int, noise: float, seed: int, env=None,
+                          random_prefix: int = 0) -> list[dict[str, Any]]:
     """(messages, response) pairs from expert play; the label is always the expert's action.
-    ``env``: play on this env instance (left open) instead of a new one."""
+    ``env``: play on this env instance (left open) instead of a new one. ``random_prefix``: each task
+    first plays k random admissible actions, k uniform in 0..random_prefix (labels stay the expert's)."""
     rng = random.Random(seed)
     own = env is None
     env = make_env(env_name, **env_kwargs) if own else env
@@ -54,6 +56,7 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
         for task_id in task_ids:
             obs = env.reset(task_id)
             history: list[HistoryItem] = []
+            prefix = rng.randint(0, random_prefix) if random_prefix else 0
             for step in range(max_steps):
                 expert = env.expert_action()
                 if expert is None:
@@ -64,7 +67,7 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
                              "task_id": task_id, "step": step})
                 action = expert
                 admissible = env.admissible_actions()
-                if noise > 0 and admissible and rng.random() < noise:
+                if admissible and (step < prefix or (noise > 0 and rng.random() < noise)):
                     action = rng.choice(admissible)
                 history.append(HistoryItem(obs, action))
                 obs, _, done, _ = env.step(action)
@@ -78,7 +81,7 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
 
 def skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: list[str], *, max_steps: int,
                          history_length: int, noise: float, attempt_noise: float, seed: int,
-                         min_words: int = 5) -> list[dict[str, Any]]:
+                         min_words: int = 5, random_prefix: int = 0) -> list[dict[str, Any]]:
     """Expert actions under step prompts that carry a hindsight skill about the same task.
 
     Per task: (1) an *attempt*: the expert, but a random admissible action with probability
@@ -86,7 +89,8 @@ def skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: li
     writes the hindsight skill of that attempt (where the object really was, which push deadlocked,
     the plan that won); (3) an expert demonstration of the same task (``noise`` as for plain demos)
     whose every step prompt carries that skill after the task line (``inject_into_messages``, the
-    teacher prompt's placement), labelled with the expert's action. Rows carry ``skill`` and
+    teacher prompt's placement), labelled with the expert's action, starting with up to
+    ``random_prefix`` random actions (:func:`expert_demonstrations`). Rows carry ``skill`` and
     ``attempt_won``; a task whose attempt gets no skill gives no rows."""
     from seedrl.rollout.types import StepSample, Trajectory
     from seedrl.skills.analyzers.oracle import OracleAnalyzer
@@ -125,7 +129,7 @@ def skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: li
                 continue
             demo = expert_demonstrations(env_name, env_kwargs, [task_id], max_steps=max_steps,
                                          history_length=history_length, noise=noise,
-                                         seed=rng.randrange(2**31), env=env)
+                                         seed=rng.randrange(2**31), env=env, random_prefix=random_prefix)
             rows += [r | {"messages": inject_into_messages(r["messages"], skill), "skill": skill,
                           "attempt_won": traj.won} for r in demo]
     finally:
@@ -296,10 +300,13 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                                      list(panel.task_ids[:cfg.skill_demo_tasks]),
                                      max_steps=e.max_steps, history_length=e.history_length,
                                      noise=cfg.demo_noise if cfg.skill_demo_noise is None else cfg.skill_demo_noise,
-                                     attempt_noise=cfg.skill_attempt_noise, seed=cfg.seed)
+                                     attempt_noise=cfg.skill_attempt_noise, seed=cfg.seed,
+                                     random_prefix=cfg.skill_demo_random_prefix)
         rows = rows + extra
         source += (f" + {len(extra)} skill-conditioned demonstrations from {cfg.skill_demo_tasks} tasks "
                    f"(oracle skills of attempts at noise {cfg.skill_attempt_noise}"
+                   + (f", up to {cfg.skill_demo_random_prefix} random actions first"
+                      if cfg.skill_demo_random_prefix else "")
                    + (f", env kwargs {cfg.skill_demo_env_kwargs})" if cfg.skill_demo_env_kwargs else ")"))
     if not rows:
         raise SeedRLError(f"no SFT examples: the expert of {e.name} produced no demonstration on {cfg.demo_tasks} "

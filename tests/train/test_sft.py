@@ -122,6 +122,7 @@ def test_demo_env_kwargs_choose_each_demonstrations_expert_and_never_the_tasks(m
         def run(env_name, env_kwargs, task_ids, **kw):
             seen[kind] = (dict(env_kwargs), list(task_ids))
             seen[kind + "_noise"] = kw["noise"]
+            seen[kind + "_prefix"] = kw.get("random_prefix", 0)
             return [{"messages": [{"role": "user", "content": "x"}], "response": "<action>look</action>"}]
         return run
 
@@ -132,13 +133,37 @@ def test_demo_env_kwargs_choose_each_demonstrations_expert_and_never_the_tasks(m
         "run_dir": str(tmp_path / "r"), "model": {"name": "tiny-micro"}, "demo_tasks": 3, "skill_demo_tasks": 2,
         "env": {"name": "household", "kwargs": {"prior_seed": 0}}, "eval": {"num_tasks": 0},
         "demo_env_kwargs": {"expert": "prior"}, "skill_demo_env_kwargs": {"expert": "oracle"},
-        "demo_noise": 0.1, "skill_demo_noise": 0.4})
+        "demo_noise": 0.1, "skill_demo_noise": 0.4, "skill_demo_random_prefix": 2})
     with pytest.raises(RuntimeError, match="stop here"):
         sft.run_sft(cfg)
     ids = list(build_panel("household", "train", None, prior_seed=0).task_ids)
     assert seen["plain"] == ({"prior_seed": 0, "expert": "prior"}, ids[:3])
     assert seen["skill"] == ({"prior_seed": 0, "expert": "oracle"}, ids[:2])
     assert (seen["plain_noise"], seen["skill_noise"]) == (0.1, 0.4)
+    assert (seen["plain_prefix"], seen["skill_prefix"]) == (0, 2)  # only the skill-conditioned games
+
+
+def test_a_random_prefix_shows_the_experts_target_from_states_off_its_path():
+    """household's oracle expert goes straight to the object, so on its own path step 1 is never a
+    `go to`; after k random first actions it often stands somewhere else, and the label is then where the
+    expert goes from there. Labels are always the expert's; without a prefix the rows are unchanged."""
+    from seedrl.envs.panels import build_panel
+    from seedrl.train.sft import expert_demonstrations
+
+    kwargs = {"prior_seed": 0, "expert": "oracle"}
+    tasks = list(build_panel("household", "train", None, prior_seed=0).task_ids[:40])
+    kw = dict(max_steps=4, history_length=3, noise=0.0, seed=5)
+    plain = expert_demonstrations("household", kwargs, tasks, **kw)
+    assert expert_demonstrations("household", kwargs, tasks, random_prefix=0, **kw) == plain
+    moved = expert_demonstrations("household", kwargs, tasks, random_prefix=2, **kw)
+
+    def step1_go_to(rows):
+        return sum(r["step"] == 1 and "go to" in r["response"] for r in rows)
+
+    assert step1_go_to(plain) == 0 and step1_go_to(moved) >= 8
+    first = {r["task_id"]: r for r in plain if r["step"] == 0}  # the prefix moves the agent, not the label
+    assert all(r["response"] == first[r["task_id"]]["response"] and r["messages"] == first[r["task_id"]]["messages"]
+               for r in moved if r["step"] == 0)
 
 
 def test_an_empty_data_file_is_named_not_the_expert(tmp_path):
