@@ -146,7 +146,7 @@ def test_demo_env_kwargs_choose_each_demonstrations_expert_and_never_the_tasks(m
 def test_a_random_prefix_shows_the_experts_target_from_states_off_its_path():
     """household's oracle expert goes straight to the object, so on its own path step 1 is never a
     `go to`; after k random first actions it often stands somewhere else, and the label is then where the
-    expert goes from there. Labels are always the expert's; without a prefix the rows are unchanged."""
+    expert goes from there. The label of each step-0 row is the expert's, whatever the prefix then does."""
     from seedrl.envs.panels import build_panel
     from seedrl.train.sft import expert_demonstrations
 
@@ -154,7 +154,6 @@ def test_a_random_prefix_shows_the_experts_target_from_states_off_its_path():
     tasks = list(build_panel("household", "train", None, prior_seed=0).task_ids[:40])
     kw = dict(max_steps=4, history_length=3, noise=0.0, seed=5)
     plain = expert_demonstrations("household", kwargs, tasks, **kw)
-    assert expert_demonstrations("household", kwargs, tasks, random_prefix=0, **kw) == plain
     moved = expert_demonstrations("household", kwargs, tasks, random_prefix=2, **kw)
 
     def step1_go_to(rows):
