@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# SEED's question on household search (benchmarks/results/seed_mechanism/notes.md): `seedrl compare` of six
+# methods from one start, the Stage-1 model (configs/household_stage1_sft.yaml: it acts, reads skills and
+# writes its own), 256 episodes per cell (8 iterations x 8 games x group 4), greedy eval on 48 held-out games
+# under the training prior (valid_seen) and 48 under the shifted prior (valid_unseen) at iteration 0 and
+# after every iteration (9 points). Methods: grpo; seed+self (SEED, the policy writes its skills); seed+oracle
+# (positive control: the oracle's correct skills); seed_nogate+self; sdar and grpo_opsd (static skill files).
+# No arm replays demonstrations, so there is no replay-only arm.
+# Usage (cells are resumable; run at most two at a time, one torch thread each):
+#   bash benchmarks/seed_mechanism.sh cell METHOD SEED     e.g. cell seed+self 0
+#   bash benchmarks/seed_mechanism.sh grid [SEEDS] [JOBS]  every method for seeds 0..SEEDS-1 (default 5, 2 jobs)
+#   bash benchmarks/seed_mechanism.sh report
+set -euo pipefail
+OUT=${OUT:-benchmarks/results/seed_mechanism}
+START=${START:-runs/household_stage1_sft/model}
+METHODS="grpo seed+self seed+oracle seed_nogate+self sdar grpo_opsd"
+compare() {
+  .venv/bin/seedrl compare --config configs/household_grpo.yaml --budget-episodes 256 --eval-every 1 \
+    --out "$OUT" --runs-dir "runs/compare/$(basename "$OUT")" --split valid_seen --split valid_unseen \
+    --efficiency-split valid_seen --set "model.name=$START" --set torch_threads=1 \
+    --set rollout.tasks_per_batch=8 --set rollout.group_size=4 --set optim.lr=1e-4 --set optim.ppo_epochs=2 \
+    --set eval.num_tasks=48 --set eval.batch_size=48 --set save_every=0 --set log.progress=false "$@"
+}
+case ${1:-} in
+  cell)
+    method=$2; seed=$3; shift 3
+    algo=${method%%+*}; tag=""; [[ $method == *+* ]] && tag=${method#*+}
+    extra=()
+    case $tag in
+      self) extra=(--tag self --set skills.analyzer=self) ;;
+      oracle) extra=(--tag oracle --set skills.analyzer=oracle) ;;
+      "") ;;
+      *) echo "unknown variant $tag (self | oracle)" >&2; exit 2 ;;
+    esac
+    compare --algos "$algo" --seeds "$seed," "${extra[@]}" "$@" ;;
+  grid)
+    seeds=${2:-5}; jobs=${3:-2}
+    for s in $(seq 0 $((seeds - 1))); do for m in $METHODS; do echo "$m $s"; done; done |
+      xargs -P "$jobs" -L 1 bash "$0" cell ;;
+  report)
+    compare --report-only ;;
+  *) echo "usage: $0 cell METHOD SEED | grid [SEEDS] [JOBS] | report" >&2; exit 2 ;;
+esac
