@@ -1,6 +1,6 @@
 """GPU check: a few SEED (or GRPO) iterations of a random-init model of a real architecture with a
 real-model preset's precision and optimiser settings; per-stage seconds, peak GPU memory and the
-fraction of trainable parameters the updates changed (issue 10's GPU check).
+fraction of trainable parameters the updates changed (the LoRA GPU check).
 
 The model is built from the architecture's published config (no download: the GPU host reaches no
 hub) with seedrl's shipped tokenizer (the embedding keeps the architecture's 151,936 rows; ids past
@@ -17,7 +17,7 @@ with it every SEED stage runs, the teacher re-scoring included.
 
 CPU smoke test of the same code path: ``--arch tiny --device cpu``.
 
-FSDP (issue 14's GPU check): the same command under ``accelerate launch --use_fsdp --fsdp_version 2
+FSDP (the FSDP GPU check): the same command under ``accelerate launch --use_fsdp --fsdp_version 2
 --num_processes 1 benchmarks/gpu_check.py --arch qwen2.5-1.5b ...``; the trainer shards the policy
 (:mod:`seedrl.train.fsdp`) and the result says so (``fsdp``). One process per GPU; the check is
 written for one (each rank would build its own temporary model folder).
@@ -127,7 +127,7 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--set", dest="sets", action="append", default=[], help="more key=value overrides")
     ap.add_argument("--rollout-only", type=int, default=0, metavar="N",
-                    help="no training: N batched multi-turn rollouts (issue 15's HF-backend CUDA check)")
+                    help="no training: N batched multi-turn rollouts (the HF backend's CUDA check)")
     ap.add_argument("--out", default=None, help="write the result JSON here")
     args = ap.parse_args()
 

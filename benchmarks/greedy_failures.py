@@ -1,4 +1,4 @@
-"""Why a policy's greedy episodes fail, and whether sampling hides it (issue 31's ladder).
+"""Why a policy's greedy episodes fail, and whether sampling hides it (the GRPO ladder).
 
     python benchmarks/greedy_failures.py --model runs/demo/sft/model --config configs/demo_sokoban.yaml \\
         --split valid_seen --num-tasks 32 --samples 8

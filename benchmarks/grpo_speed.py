@@ -1,4 +1,4 @@
-"""Episodes per CPU-second of an RL iteration, before and after the speed options (issue 31 item 4).
+"""Episodes per CPU-second of an RL iteration, before and after the speed options.
 
     python benchmarks/grpo_speed.py --config configs/sokoban_grpo.yaml --iterations 4 \\
         --set model.name=runs/demo/sft/model --set env.train_split=valid_seen --set env.train_size=32

@@ -1,6 +1,6 @@
-"""Issue 35's comparison: SEED and its siblings against GRPO where GRPO learns, one command.
+"""The sample-efficiency comparison: SEED and its siblings against GRPO where GRPO learns, one command.
 
-The setting is issue 31's fit check with its CPU recipe (``benchmarks/results/grpo_ladder/notes.md``):
+The setting is the GRPO ladder's fit check with its CPU recipe (``benchmarks/results/grpo_ladder/notes.md``):
 the ``make demo`` warm start (``runs/demo/sft/model``), trained on the first 32 rooms of sokoban's
 ``valid_seen`` panel with GRPO + DAPO dynamic sampling + replay of the warm start's expert demos
 (``algo.replay_coef 1.0``), lr 1e-4, 4 PPO epochs. Every cell is evaluated greedily on all 128
@@ -15,7 +15,7 @@ the ``make demo`` warm start (``runs/demo/sft/model``), trained on the first 32 
 - ``grpo_opsd``, ``sdar``: SDAR's baselines with the env's static skill file.
 
 SEED with its own self-analyzer is not a cell here: the demo start writes no parsable skill, and
-its Stage-1 training and per-trajectory analysis do not fit a CPU session (README, issue 35's note).
+its Stage-1 training and per-trajectory analysis do not fit a CPU session (README).
 
 Each cell is one ``seedrl compare`` call (the command is recorded in the report); cells run
 seed-major, ``--parallel`` at a time, and a finished cell is never re-run, so the script resumes.
@@ -52,7 +52,7 @@ import sys
 import time
 from pathlib import Path
 
-# the fit check's recipe, identical for every cell (issue 31's ladder, configs/demo_sokoban.yaml)
+# the fit check's recipe, identical for every cell (the GRPO ladder, configs/demo_sokoban.yaml)
 RECIPE = ["env.kwargs.unseen_dim=[6,5]", "env.train_split=valid_seen", "env.train_size=32", "save_every=0",
           "optim.lr=1e-4", "optim.ppo_epochs=4", "algo.replay_coef=1.0", "algo.dynamic_sampling=true",
           "algo.dynamic_sampling_rounds=1", "optim.old_logp=rollout", "optim.dedupe=true",

@@ -1,4 +1,4 @@
-"""Do the policy's own hindsight skills say what the privileged oracle says? (issue 5, item 4)
+"""Do the policy's own hindsight skills say what the privileged oracle says?
 
 Rolls out a model on train tasks (as a SEED iteration does), then labels the same trajectories
 twice: with the policy itself (``self``, SEED's analyzer) and with the ``oracle`` analyzer (privileged

@@ -1,4 +1,4 @@
-"""Which of a run's self-analyses gave a skill, split by the trajectory's outcome (issue 5, item 4).
+"""Which of a run's self-analyses gave a skill, split by the trajectory's outcome.
 
 Reads the ``skills.jsonl`` every SEED-family run folder writes (one row per analysed trajectory:
 success, parsed skill or parse error) and prints, per run and over all runs: parse rate on

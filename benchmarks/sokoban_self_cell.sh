@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One cell of a sokoban self-analyzer comparison (issue 12): `seedrl compare` of one method and seed from a
+# One cell of a sokoban self-analyzer comparison: `seedrl compare` of one method and seed from a
 # Stage-1 model, 256 episodes, greedy eval on 128 held-out 5x5 (valid_seen) and 6x5 (valid_unseen) rooms
 # every 2 iterations; cells go to benchmarks/results/NAME, runs to runs/compare/NAME.
 # Usage: bash benchmarks/sokoban_self_cell.sh NAME STAGE1_MODEL ALGO SEED [more compare options]

@@ -229,7 +229,7 @@ class AlgoConfig(_Strict):
     #: the episode return GRPO normalises is ``R * episode_discount ** (steps - 1)``: 1 = the outcome
     #: alone (verl-agent); < 1 prefers the shorter of two wins. Sampled episodes often recover from a
     #: wrong move and still win, so the outcome alone barely tells the move that wastes steps from the
-    #: right one, while a greedy (deterministic) policy loops on it forever (issue 31's ladder)
+    #: right one, while a greedy (deterministic) policy loops on it forever (the GRPO ladder)
     episode_discount: Annotated[float, Field(gt=0, le=1)] = 1.0
     pos_adv_coef: NonNegFloat = 1.0
     neg_adv_coef: NonNegFloat = 1.0
