@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SEED's question on household search (benchmarks/results/seed_mechanism/notes.md): `seedrl compare` of six
 # methods from one start, the Stage-1 model (configs/household_stage1_sft.yaml: it acts, reads skills and
-# writes its own), 256 episodes per cell (8 iterations x 8 games x group 4), greedy eval on 48 held-out games
+# writes its own), 128 episodes per cell (8 iterations x 4 games x group 4), greedy eval on 48 held-out games
 # under the training prior (valid_seen) and 48 under the shifted prior (valid_unseen) at iteration 0 and
 # after every iteration (9 points). Methods: grpo; seed+self (SEED, the policy writes its skills); seed+oracle
 # (positive control: the oracle's correct skills); seed_nogate+self; sdar and grpo_opsd (static skill files).
@@ -15,10 +15,10 @@ OUT=${OUT:-benchmarks/results/seed_mechanism}
 START=${START:-runs/household_stage1_sft/model}
 METHODS="grpo seed+self seed+oracle seed_nogate+self sdar grpo_opsd"
 compare() {
-  .venv/bin/seedrl compare --config configs/household_grpo.yaml --budget-episodes 256 --eval-every 1 \
+  .venv/bin/seedrl compare --config configs/household_grpo.yaml --budget-episodes 128 --eval-every 1 \
     --out "$OUT" --runs-dir "runs/compare/$(basename "$OUT")" --split valid_seen --split valid_unseen \
     --efficiency-split valid_seen --set "model.name=$START" --set torch_threads=1 \
-    --set rollout.tasks_per_batch=8 --set rollout.group_size=4 --set optim.lr=1e-4 --set optim.ppo_epochs=2 \
+    --set rollout.tasks_per_batch=4 --set rollout.group_size=4 --set optim.lr=1e-4 --set optim.ppo_epochs=2 \
     --set eval.num_tasks=48 --set eval.batch_size=48 --set save_every=0 --set log.progress=false "$@"
 }
 case ${1:-} in
