@@ -16,7 +16,8 @@ import time
 import pytest
 
 from seedrl.errors import SeedRLError
-from seedrl.rollout.executors import EnvFactory, ProcessExecutor, _Slots, make_executor
+from seedrl.rollout.executors import EnvFactory, ProcessExecutor, make_executor
+from seedrl.rollout.executors.thread import _Slots
 from seedrl.rollout.runner import RolloutSettings, rollout
 from tests.rollout.toy_envs import FAULT_STEP, FakeBackend, ToyEnv
 

@@ -1,0 +1,5 @@
+"""``python -m seedrl.cli``."""
+
+from seedrl.cli import main
+
+main()
