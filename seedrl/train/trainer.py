@@ -673,9 +673,16 @@ class Trainer:
                 for k, v in stats.items():
                     sums[k] = sums.get(k, 0.0) + v
                 steps += 1
-        if self.lr_per_iteration:
-            self.scheduler.step()  # verl: once per training step, after the update
+        self.step_lr("iteration")  # verl: once per training step, after the update
         return {k: v / max(1, steps) for k, v in sums.items()} | {"optim_steps": steps}
+
+    def step_lr(self, after: str) -> None:
+        """The one place the learning-rate scheduler steps, ``after`` an ``"optimizer_step"`` or an
+        ``"iteration"`` (its update, or an iteration that made none): once per optimizer step
+        (``optim.warmup_steps``) or once per iteration (``optim.warmup_ratio``, as verl; a skipped
+        iteration steps too, so the rate stays a function of the iteration)."""
+        if (after == "iteration") == self.lr_per_iteration:
+            self.scheduler.step()
 
     def minibatch_step(self, batch: UpdateBatch, idx: list[int], denom: float,
                        signal_w: list[float] | None = None, signal_total: float = 0.0,
@@ -727,8 +734,7 @@ class Trainer:
         else:  # self.iteration + 1: the number this iteration's metrics row carries
             log.warning("non-finite gradient norm at iteration %d; skipping the step", self.iteration + 1)
             acc["skipped_steps"] = 1.0
-        if not self.lr_per_iteration:
-            self.scheduler.step()
+        self.step_lr("optimizer_step")
         return acc
 
     def _check_finite_weights(self, params: list[torch.Tensor], acc: dict[str, float]) -> None:
@@ -890,8 +896,7 @@ class Trainer:
                 trajs, sampling = self.collect_batch(rollout_t)
             if not trajs and sampling:  # dynamic sampling found no group with mixed outcomes: no update
                 self.iteration += 1
-                if self.lr_per_iteration:
-                    self.scheduler.step()  # the rate stays a function of the iteration
+                self.step_lr("iteration")  # no update: the rate stays a function of the iteration
                 log.warning("iteration %d: dynamic sampling kept no group in %d rounds (%d episodes); no update",
                             self.iteration, sampling["sampling/rounds"], sampling["sampling/episodes"])
                 self._iterations_run += 1

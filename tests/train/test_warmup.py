@@ -83,3 +83,14 @@ def test_warmup_ratio_survives_a_resume_and_refuses_a_longer_warmup(tmp_path):
     assert_updated(rows)
     assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
     assert [r["lr"] for r in rows] == pytest.approx([1e-3 / 3, 2e-3 / 3, 1e-3, 1e-3], rel=1e-12)
+
+
+def test_an_iteration_without_an_update_steps_a_per_iteration_scheduler_only(tmp_path):
+    """Dynamic sampling that keeps no group skips the update: a per-iteration warm-up still moves on (the
+    rate is a function of the iteration), a per-optimizer-step one does not (no optimizer step was taken)."""
+    for key, value, steps in (("optim.warmup_ratio", 0.5, 1), ("optim.warmup_steps", 3, 0)):
+        tr = Trainer(tiny_cfg(tmp_path / key, **(CHEAP | {"iterations": 4, key: value, "algo.dynamic_sampling": True,
+                                                          "algo.dynamic_sampling_rounds": 1})))
+        m = tr.train_iteration()  # the random tiny policy loses every episode: every group is uniform
+        assert m["update/skipped"] == 1
+        assert tr.scheduler.last_epoch == steps, key
