@@ -415,7 +415,7 @@ def build_cell(cfg: TrainConfig, algo: str, seed: int, splits: list[str], *, wal
                    "total": int(round(rollout_tokens)) + int(analysis_tokens),
                    "analysis_prompt": int(sum(m.get("skills/prompt_tokens", 0) for m in metrics))},
         "diagnostics": diagnostics,
-        # per iteration, one hash per episode (seedrl.train.trainer.rollout_digests): which episodes twin cells share
+        # per iteration, one hash per episode (seedrl.train.metrics.rollout_digests): which episodes twin cells share
         "rollout_digests": {str(m["iteration"]): m["rollout/digests"] for m in metrics if m.get("rollout/digests")},
         "config_hash": config_hash(cfg), "shared_config_hash": shared_config_hash(cfg),
         "panel_hashes": {"train": train_panel["hash"], **{s: curve[-1]["panels"][s]["panel_hash"] for s in splits}},

@@ -12,7 +12,8 @@ import torch
 import seedrl.train.trainer as trainer_mod
 from seedrl.agent.parsing import action_span, decision_mask, parse_action
 from seedrl.errors import SeedRLError
-from seedrl.train.trainer import Trainer, gradient_shares, replay_draw
+from seedrl.train.metrics import gradient_shares
+from seedrl.train.trainer import Trainer, replay_draw
 from tests.helpers import tiny_cfg
 
 CHEAP = {"eval.num_tasks": 0, "save_every": 0, "iterations": 1, "rollout.tasks_per_batch": 2,
@@ -521,7 +522,7 @@ def test_uniform_group_mass_is_the_advantage_share_of_all_equal_groups():
     """adv/uniform_group_mass: sum|A| over samples of groups whose outcomes are all equal / sum|A|.
     Group 0 (both won) holds |A| 1 + 3, group 1 (one won) holds |A| 2 + 2 + 2: share 4 / 10."""
     from seedrl.rollout.types import StepSample, Trajectory
-    from seedrl.train.trainer import rollout_metrics
+    from seedrl.train.metrics import rollout_metrics
 
     def traj(tid, gid, won, n):
         steps = [StepSample([1], [2], [-0.1], traj_id=tid, group_id=gid, step=k, reward=float(won and k == n - 1),

@@ -11,7 +11,8 @@ import torch
 from seedrl.errors import SeedRLError
 from seedrl.train import checkpoint as ckpt_mod
 from seedrl.train.checkpoint import latest_checkpoint
-from seedrl.train.trainer import Trainer, UpdateBatch, rollout_digests, rollout_metrics, teacher_metrics
+from seedrl.train.metrics import rollout_digests, rollout_metrics, teacher_metrics
+from seedrl.train.trainer import Trainer, UpdateBatch
 from tests.helpers import assert_updated, mixed_outcomes, tiny_cfg
 
 
