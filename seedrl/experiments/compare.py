@@ -453,7 +453,8 @@ def _store_initial_eval(path: Path, key: str, run_dir: Path, splits: list[str]) 
 def run_cell(spec: CompareSpec, algo: str, seed: int, echo: Callable[[str], None]) -> dict[str, Any]:
     """Run (or resume, or skip) one cell; return its cell JSON."""
     from seedrl.train.checkpoint import latest_checkpoint
-    from seedrl.train.trainer import ROW_FILES, Trainer
+    from seedrl.train.resume import ROW_FILES
+    from seedrl.train.trainer import Trainer
 
     name = cell_name(spec.label(algo), seed)
     cfg = cell_config(spec, algo, seed)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import shutil
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
@@ -87,8 +86,10 @@ from seedrl.train.metrics import (
     whole_batch,
 )
 from seedrl.train.policy import adamw, build_policy
+from seedrl.train.resume import check_resume_config, record_resume_config, used_run_dir
 from seedrl.train.runlock import RunLock, lock_run_dir
 from seedrl.train.traces import build_trace, cut_traces, write_trace
+from seedrl.train.update import warmup_factor, warmup_schedule
 
 log = logging.getLogger(__name__)
 
@@ -113,87 +114,6 @@ class UpdateBatch:
     signal: torch.Tensor | None = None
     #: per sample, what makes two samples' losses identical (:func:`sample_keys`); None: no merging
     keys: list[tuple] | None = None
-
-
-#: files of a run folder whose rows carry an "iteration" (MetricsLogger.row_files)
-ROW_FILES = ("metrics.jsonl", "eval.jsonl", "skills.jsonl")
-
-#: config keys a resumed run may change: none of them changes what the run computes (its task
-#: stream, batch shapes, method, model, environment, seed or update math), only how long it runs,
-#: how often it saves, what is logged and evaluated, and how fast or where it computes. Entries
-#: are keys or sections (a section covers every key under it). Every other change is refused.
-#: ``optim.micro_batch_size`` only splits a mini-batch into gradient-accumulation pieces (the same
-#: update up to float rounding; not with ``algo.opd_agg`` micro_batch_mean, see
-#: :func:`unsafe_in_this_run`), as ``optim.dedupe`` only merges identical samples (the same update
-#: up to float rounding); ``model.gradient_checkpointing`` trades memory for recomputation;
-#: ``env.workers``/``env.step_timeout_s`` are the env pool's parallelism and hang guard (results
-#: never depend on the number of workers); ``skills.api.{base_url,api_key_env,timeout_s,concurrency}``
-#: say where and how fast the analyzer endpoint is reached, not which model answers. Refused, for
-#: example: ``seed``, ``model.*`` (also ``model.device``: with ``precision=auto`` it can switch the
-#: compute precision), ``env.*``, ``rollout.*``, ``algo.*``, ``skills.*``, the rest of ``optim.*``.
-RESUME_SAFE_KEYS = (
-    "run_dir", "iterations", "save_every", "keep_checkpoints", "torch_threads", "log", "eval",
-    "env.workers", "env.step_timeout_s", "env.executor", "env.ray_address", "model.gradient_checkpointing",
-    "optim.micro_batch_size", "optim.dedupe", "skills.api.base_url", "skills.api.api_key_env",
-    "skills.api.timeout_s", "skills.api.concurrency", "rollout.vllm_gpu_memory_utilization", "rollout.vllm_kv_cache_gb",
-    "rollout.vllm_enforce_eager", "rollout.vllm_sleep",
-)
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out |= _flatten(v, key + ".")
-        else:
-            out[key] = v
-    return out
-
-
-def config_changes(old: TrainConfig, new: TrainConfig) -> dict[str, tuple[Any, Any]]:
-    """{dotted key: (old value, new value)} for every setting that differs."""
-    a, b = _flatten(old.model_dump(mode="json")), _flatten(new.model_dump(mode="json"))
-    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
-
-
-def resume_safe(key: str) -> bool:
-    return any(key == s or key.startswith(s + ".") for s in RESUME_SAFE_KEYS)
-
-
-def unsafe_in_this_run(old: TrainConfig, new: TrainConfig) -> dict[str, str]:
-    """{key: why} for the keys of :data:`RESUME_SAFE_KEYS` whose change from ``old`` to ``new`` does
-    change what this run computes: ``iterations`` when ``optim.warmup_ratio`` spreads the warm-up
-    over them and the warm-up length (``int(warmup_ratio * iterations)``) changes;
-    ``optim.micro_batch_size`` when the OPD term is a mean over micro-batches (``algo.opd_agg``)."""
-    out: dict[str, str] = {}
-    if old.opd_per_micro_batch or new.opd_per_micro_batch:
-        out["optim.micro_batch_size"] = "algo.opd_agg micro_batch_mean averages the OPD term over micro-batches"
-    a = warmup_schedule(old.optim.warmup_steps, old.optim.warmup_ratio, old.iterations)
-    b = warmup_schedule(new.optim.warmup_steps, new.optim.warmup_ratio, new.iterations)
-    if a[0] and b[0] and a != b:
-        out["iterations"] = f"optim.warmup_ratio warms up over {a[1]} -> {b[1]} iterations"
-    return out
-
-
-def warmup_schedule(warmup_steps: int, warmup_ratio: float, iterations: int) -> tuple[bool, int]:
-    """``(per_iteration, warm)``: the learning-rate scheduler steps once per iteration over a warm-up
-    of ``int(warmup_ratio * iterations)`` iterations (``optim.warmup_ratio``, verl's
-    ``lr_warmup_steps_ratio`` over its training steps), or once per optimizer step over
-    ``warmup_steps`` steps."""
-    if warmup_ratio > 0:
-        return True, int(warmup_ratio * iterations)
-    return False, max(0, warmup_steps)
-
-
-def warmup_factor(warm: int):
-    """The LambdaLR multiplier after ``s`` scheduler steps: ``min(1, (s + 1) / warm)``, a linear rise
-    whose first step already runs at ``lr / warm`` and which stays at 1 from step ``warm - 1`` on;
-    1 throughout when ``warm`` is 0. (verl's ``get_constant_schedule_with_warmup`` gives
-    ``min(1, s / warm)``: its first update runs at rate 0; docs/deviations.md.)"""
-    def factor(s: int) -> float:
-        return min(1.0, (s + 1) / warm) if warm else 1.0
-    return factor
 
 
 class Trainer:
@@ -238,20 +158,11 @@ class Trainer:
         #: one live process per run folder (seedrl.train.runlock), taken before the folder is read
         self._lock: RunLock | None = lock_run_dir(self.run_dir) if main else None
         has_ckpt = bool(checkpoint_dirs(self.ckpt_dir))
-        if not resume:
-            rows = [n for n in ROW_FILES if (self.run_dir / n).exists() and (self.run_dir / n).stat().st_size > 0]
-            if has_ckpt or rows:
-                self._release_lock()
-            if has_ckpt:
-                raise SeedRLError(f"{self.run_dir} already holds checkpoints; pass --resume to continue it "
-                                  f"or choose another run_dir")
-            if rows:
-                raise SeedRLError(f"{self.run_dir} holds {', '.join(rows)} of an earlier run but no checkpoint; "
-                                  f"pass --resume to restart it from scratch in place (its rows are discarded) "
-                                  f"or choose another run_dir")
-        changes: dict[str, tuple[Any, Any]] = {}
-        if resume and has_ckpt:
-            changes = self._check_resume_config(cfg)
+        problem = None if resume else used_run_dir(self.run_dir, has_ckpt)
+        if problem:
+            self._release_lock()
+            raise SeedRLError(problem)
+        changes = check_resume_config(self.run_dir, cfg) if resume and has_ckpt else {}
         barrier(self.world)  # every rank has checked the run folder before rank 0 writes into it
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if main and (not resume or not has_ckpt):
@@ -360,7 +271,7 @@ class Trainer:
                     for p in self.logger.row_files:
                         cut_rows(p, self.iteration)
                     cut_traces(self.run_dir, self.iteration)  # traces are rows too
-                    self._record_resume_config(changes)
+                    record_resume_config(self.run_dir, cfg, self.iteration, changes)
                 log.info("resumed from %s at iteration %d", ckpt, self.iteration)
                 self._sync_backend()  # the checkpoint's weights, not the initial ones
         barrier(self.world)
@@ -372,51 +283,6 @@ class Trainer:
         if sync is not None:
             with fsdp.gathered(self.model):
                 sync(self.model)
-
-    # ------------------------------------------------------------------ resume config
-    def _check_resume_config(self, cfg: TrainConfig) -> dict[str, tuple[Any, Any]]:
-        """The safe changes of ``cfg`` against the run's ``config.yaml``; a one-line SeedRLError
-        naming every unsafe one (see :data:`RESUME_SAFE_KEYS`)."""
-        from seedrl.config import load_run_config
-
-        path = self.run_dir / "config.yaml"
-        if not path.exists():
-            log.warning("--resume: %s is missing; the settings of the run cannot be checked", path)
-            return {}
-        try:
-            old = load_run_config(path)
-        except SeedRLError as exc:
-            raise SeedRLError(f"cannot resume: {path} is unreadable ({exc})") from None
-        except Exception as exc:  # noqa: BLE001 - a damaged YAML file
-            raise SeedRLError(f"cannot resume: {path} is unreadable ({type(exc).__name__})") from None
-        changes = config_changes(old, cfg)
-        here = unsafe_in_this_run(old, cfg)
-        unsafe = {k: v for k, v in changes.items() if not resume_safe(k) or k in here}
-        if unsafe:
-            listed = ", ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" + (f" ({here[k]})" if k in here else "")
-                               for k, (a, b) in unsafe.items())
-            raise SeedRLError(f"cannot resume {self.run_dir}: these settings change what the run computes: "
-                              f"{listed}; resume with the run's settings (its config.yaml) or start a new run_dir")
-        return changes
-
-    def _record_resume_config(self, changes: dict[str, tuple[Any, Any]]) -> None:
-        """Keep ``config.yaml`` the config in effect; the first config survives as
-        ``config.original.yaml`` and every change is a row of ``config_changes.jsonl``."""
-        cfg_path = self.run_dir / "config.yaml"
-        if not changes and cfg_path.exists():
-            return
-        if changes:
-            original = self.run_dir / "config.original.yaml"
-            if cfg_path.exists() and not original.exists():
-                shutil.copyfile(cfg_path, original)
-            row = {"iteration": self.iteration, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                   "changes": {k: {"old": a, "new": b} for k, (a, b) in changes.items()}}
-            with (self.run_dir / "config_changes.jsonl").open("a") as f:
-                f.write(json.dumps(row) + "\n")
-            fsync_file(self.run_dir / "config_changes.jsonl")
-            log.warning("--resume at iteration %d with changed settings (recorded in config_changes.jsonl): %s",
-                        self.iteration, ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()))
-        save_config(self.cfg, cfg_path)
 
     # ------------------------------------------------------------------ tasks
     def next_tasks(self) -> list[str]:

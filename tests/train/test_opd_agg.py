@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from seedrl.config import TrainConfig, load_config, load_run_config, save_config
-from seedrl.train.trainer import Trainer, UpdateBatch, sample_keys, training_samples, unsafe_in_this_run
+from seedrl.train.resume import unsafe_in_this_run
+from seedrl.train.trainer import Trainer, UpdateBatch, sample_keys, training_samples
 from tests.helpers import tiny_cfg
 
 CONFIGS = Path(__file__).parents[2] / "configs"
