@@ -13,7 +13,8 @@ import torch
 
 from seedrl.config import TrainConfig, load_config, load_run_config, save_config
 from seedrl.train.resume import unsafe_in_this_run
-from seedrl.train.trainer import Trainer, UpdateBatch, sample_keys, training_samples
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import UpdateBatch, sample_keys, training_samples
 from tests.helpers import tiny_cfg
 
 CONFIGS = Path(__file__).parents[2] / "configs"

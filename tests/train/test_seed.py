@@ -11,7 +11,8 @@ import torch
 
 from seedrl.models.scoring import batched_logprobs
 from seedrl.skills.injection import has_skill
-from seedrl.train.trainer import Trainer, UpdateBatch
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import UpdateBatch
 from tests.helpers import SKILL, FixedAnalyzer, tiny_cfg
 
 

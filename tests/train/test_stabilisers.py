@@ -9,11 +9,12 @@ import math
 import pytest
 import torch
 
-import seedrl.train.trainer as trainer_mod
+import seedrl.train.update as update_mod
 from seedrl.agent.parsing import action_span, decision_mask, parse_action
 from seedrl.errors import SeedRLError
 from seedrl.train.metrics import gradient_shares
-from seedrl.train.trainer import Trainer, replay_draw
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import replay_draw
 from tests.helpers import tiny_cfg
 
 CHEAP = {"eval.num_tasks": 0, "save_every": 0, "iterations": 1, "rollout.tasks_per_batch": 2,
@@ -297,7 +298,7 @@ def test_replay_joins_every_minibatch_with_its_token_share(tmp_path, monkeypatch
         draws.append((lengths, rl_tokens, share_, out))
         return out
 
-    monkeypatch.setattr(trainer_mod, "replay_draw", recording)
+    monkeypatch.setattr(update_mod, "replay_draw", recording)
     m = tr.train_iteration()
     assert draws and len(draws) == m["optim_steps"]
     shares = []
@@ -327,13 +328,13 @@ def test_no_replay_keys_without_replay(tmp_path):
 def test_clip_ratio_low_and_high_reach_ppo_clip_loss(tmp_path, monkeypatch):
     tr = cheap_trainer(tmp_path, **{"algo.clip_ratio_high": 0.28, "algo.clip_ratio_low": 0.15})
     seen = []
-    orig = trainer_mod.ppo_clip_loss
+    orig = update_mod.ppo_clip_loss
 
     def recording(*args, **kwargs):
         seen.append(kwargs)
         return orig(*args, **kwargs)
 
-    monkeypatch.setattr(trainer_mod, "ppo_clip_loss", recording)
+    monkeypatch.setattr(update_mod, "ppo_clip_loss", recording)
     tr.train_iteration()
     assert seen
     assert all(k["clip_ratio_high"] == 0.28 and k["clip_ratio_low"] == 0.15 for k in seen)
@@ -415,7 +416,7 @@ def test_dedupe_gives_the_update_of_the_unmerged_batch(tmp_path):
     the one over every copy (fp32; up to float rounding), and the stats must agree."""
     import copy
 
-    from seedrl.train.trainer import UpdateBatch, sample_keys, training_samples
+    from seedrl.train.update import UpdateBatch, sample_keys, training_samples
 
     tr = Trainer(tiny_cfg(tmp_path / "r", **{"eval.num_tasks": 0, "save_every": 0, "rollout.group_size": 2,
                                              "env.max_steps": 2, "optim.ppo_epochs": 2,
@@ -445,7 +446,7 @@ def test_dedupe_gives_the_update_of_the_unmerged_batch(tmp_path):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_split_by_key_keeps_copies_together_and_covers_the_batch(seed):
-    from seedrl.train.trainer import split_by_key
+    from seedrl.train.update import split_by_key
 
     g = torch.Generator().manual_seed(seed)
     keys = [("k", int(x)) for x in torch.randint(0, 7, (40,), generator=g)]
@@ -464,7 +465,7 @@ def test_split_by_key_keeps_copies_together_and_covers_the_batch(seed):
 def test_split_by_key_by_hand():
     """keys a a b c b d, order 0..5, size 3: a's two copies (2 samples, < 3) take b's two as well
     (4 >= 3: closed); c and d make the last."""
-    from seedrl.train.trainer import split_by_key
+    from seedrl.train.update import split_by_key
 
     keys = [("a",), ("a",), ("b",), ("c",), ("b",), ("d",)]
     assert split_by_key(list(range(6)), keys, 3) == [[0, 1, 2, 4], [3, 5]]
@@ -477,7 +478,7 @@ def test_split_distinct_scores_each_distinct_sample_once_per_epoch(tmp_path, mon
     mini-batches); with duplicates, an epoch's forward rows are the distinct samples, not more."""
     import copy
 
-    from seedrl.train.trainer import UpdateBatch, sample_keys, training_samples
+    from seedrl.train.update import UpdateBatch, sample_keys, training_samples
 
     over = {"rollout.group_size": 2, "env.max_steps": 2, "optim.ppo_epochs": 2, "optim.mini_batch_size": 4,
             "model.precision": "fp32"}
@@ -503,8 +504,8 @@ def test_split_distinct_scores_each_distinct_sample_once_per_epoch(tmp_path, mon
 
     dup = samples + samples * 3  # every sample 4 times: each mini-batch of 4 holds one distinct sample
     rows = []
-    orig = trainer_mod.Trainer._micro_batch_loss
-    monkeypatch.setattr(trainer_mod.Trainer, "_micro_batch_loss",
+    orig = update_mod.Updater._micro_batch_loss
+    monkeypatch.setattr(update_mod.Updater, "_micro_batch_loss",
                         lambda self, b, mi, *a, **k: rows.append(len(mi)) or orig(self, b, mi, *a, **k))
     run(False, dup, old * 4, adv.repeat(4))
     default_rows, rows[:] = sum(rows), []

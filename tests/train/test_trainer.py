@@ -12,7 +12,8 @@ from seedrl.errors import SeedRLError
 from seedrl.train import checkpoint as ckpt_mod
 from seedrl.train.checkpoint import latest_checkpoint
 from seedrl.train.metrics import rollout_digests, rollout_metrics, teacher_metrics
-from seedrl.train.trainer import Trainer, UpdateBatch
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import UpdateBatch
 from tests.helpers import assert_updated, mixed_outcomes, tiny_cfg
 
 
@@ -68,7 +69,7 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
 
     def grads(micro: int):
         tr.cfg.optim.micro_batch_size = micro
-        tr.minibatch_step(UpdateBatch(samples, old, adv, ref), idx, denom)
+        tr.updater.minibatch_step(UpdateBatch(samples, old, adv, ref), idx, denom)
         return torch.cat([p.grad.flatten() for p in tr.model.parameters() if p.grad is not None]).clone()
 
     g_big, g_acc = grads(len(idx)), grads(1)
@@ -201,7 +202,7 @@ def test_any_hf_causal_lm_folder_trains(tmp_path, tiny_tokenizer, arch, lora):
 
 def test_env_crashes_are_left_out_of_the_update():
     from seedrl.rollout.types import StepSample, Trajectory
-    from seedrl.train.trainer import training_samples
+    from seedrl.train.update import training_samples
 
     def traj(i, error=None, resp=(1,)):
         t = Trajectory(traj_id=i, group_id=0, task_id="t", error=error)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from seedrl.errors import SeedRLError
-from seedrl.train.trainer import Trainer, UpdateBatch, training_samples
-from seedrl.train.update import warmup_factor, warmup_schedule
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import UpdateBatch, training_samples, warmup_factor, warmup_schedule
 from tests.helpers import assert_updated, mixed_outcomes, tiny_cfg
 
 CHEAP = {"eval.num_tasks": 0, "save_every": 0, "rollout.tasks_per_batch": 2, "rollout.group_size": 2,
