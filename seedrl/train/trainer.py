@@ -35,7 +35,6 @@ from seedrl.config import TrainConfig, save_config
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class
 from seedrl.errors import SeedRLError
-from seedrl.eval.evaluate import evaluate
 from seedrl.fileio import atomic_write
 from seedrl.methods.runtime import build_method
 from seedrl.methods.teacher import teacher_prompt_ids
@@ -66,6 +65,14 @@ from seedrl.train.distributed import (
     setup,
     shard_seed,
     task_block,
+)
+from seedrl.train.evaluation import (
+    Evaluator,
+    eval_metrics,
+    evaluates_first,
+    evaluates_last,
+    evaluates_now,
+    saves_now,
 )
 from seedrl.train.logger import MetricsLogger
 from seedrl.train.metrics import (
@@ -213,6 +220,7 @@ class Trainer:
         self.updater = Updater(cfg, self.world, self.model, self._ddp if self._ddp is not None else self.model,
                                self._ddp, self.optimizer, self.scheduler, lr_per_iteration, self.method,
                                self.tokenizer, self.precision, self.device, self.replay_pairs, self.ckpt_dir)
+        self.evaluator = Evaluator(cfg, self.backend, self.tokenizer, self.eval_panels, self.run_dir)
         if main:
             self.train_panel.save(self.run_dir / "panel_train.json")
             for split, panel in self.eval_panels.items():
@@ -483,47 +491,9 @@ class Trainer:
         return self.updater.update(batch, self.iteration)
 
     # ------------------------------------------------------------------ loop
-    def run_eval(self, tag: str) -> dict[str, Any]:
-        """Evaluate every panel (see :meth:`run_evals`); return the primary panel's result."""
-        return next(iter(self.run_evals(tag).values()))
-
-    def run_evals(self, tag: str) -> dict[str, dict[str, Any]]:
-        """Evaluate the current policy on every panel of ``eval.split_list`` (plain prompts, never a
-        skill); write ``eval/<tag>_<split>.json`` each; return {split: result}, primary first."""
-        c = self.cfg
-        out = {}
-        for split, panel in self.eval_panels.items():
-            res = evaluate(self.backend, self.tokenizer, panel, max_steps=c.eval.max_steps or c.env.max_steps,
-                           history_length=c.env.history_length, max_new_tokens=c.rollout.max_new_tokens,
-                           max_prompt_tokens=c.rollout.max_prompt_tokens, greedy=c.eval.greedy,
-                           temperature=c.eval.temperature, batch_size=c.eval.batch_size, seed=c.seed,
-                           num_tasks=c.eval.num_tasks, step_timeout_s=c.env.step_timeout_s,
-                           env_workers=c.env.workers, executor=c.env.executor,
-                           ray_address=c.env.ray_address)
-            res["iteration"] = self.iteration
-            out[split] = res
-        self._write_evals(tag, out)
-        return out
-
-    def _write_evals(self, tag: str, results: dict[str, dict[str, Any]]) -> None:
-        (self.run_dir / "eval").mkdir(exist_ok=True)
-        for split, res in results.items():
-            atomic_write(self.run_dir / "eval" / f"{tag}_{split}.json", json.dumps(res, indent=1))
-
     def _log_evals(self, results: dict[str, dict[str, Any]]) -> None:
         for res in results.values():
             self.logger.log_eval(res)
-
-    def _initial_evals(self, reuse: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
-        """The iteration-0 evaluation; ``reuse`` = results already measured for this exact initial
-        policy and panels (``seedrl compare`` shares them between the methods of a seed)."""
-        played = {s: p.subset(self.cfg.eval.num_tasks) for s, p in self.eval_panels.items()}
-        if reuse is not None and all(s in reuse and played[s].matches(reuse[s].get("panel_hash"))
-                                     for s in self.eval_panels):
-            out = {s: dict(reuse[s], iteration=0, reused=True) for s in self.eval_panels}
-            self._write_evals("iter_000000", out)
-            return out
-        return self.run_evals("iter_000000")
 
     def train_iteration(self) -> dict[str, Any]:
         timings: dict[str, float] = {}
@@ -717,9 +687,9 @@ class Trainer:
         c = self.cfg
         remove_orphans(self.ckpt_dir)
         summary: dict[str, Any] = {} if self.skill_source is None else {"skill_source": self.skill_source}
-        if self._evaluates_first():
+        if evaluates_first(c, self.iteration):
             with fsdp.gathered(self.model):
-                evals = self._initial_evals(initial_eval)
+                evals = self.evaluator.initial(initial_eval)
             self._log_evals(evals)
             summary["evals_before"] = evals
             summary["eval_before"] = next(iter(evals.values()))
@@ -728,13 +698,12 @@ class Trainer:
         with self.logger.progress(total=c.iterations, start=self.iteration) as advance:
             while self.iteration < target:
                 metrics = self.train_iteration()
-                if self._evaluates_now():
+                if evaluates_now(c, self.iteration):
                     t0 = time.perf_counter()
                     with fsdp.gathered(self.model):
-                        evals = self.run_evals(f"iter_{self.iteration:06d}")
+                        evals = self.evaluator.run(f"iter_{self.iteration:06d}", self.iteration)
                     self._log_evals(evals)
-                    metrics["eval/success_rate"] = next(iter(evals.values()))["success_rate"]
-                    metrics |= {f"eval/{s}/success_rate": r["success_rate"] for s, r in evals.items()}
+                    metrics |= eval_metrics(evals)
                     metrics["time/eval"] = time.perf_counter() - t0
                     barrier(self.world)
                 if self._checkpoint_s is not None:
@@ -744,7 +713,7 @@ class Trainer:
                 for p in self.logger.row_files:
                     fsync_file(p)
                 advance(metrics)
-                if self._saves_now():
+                if saves_now(c, self.iteration):
                     t0 = time.perf_counter()
                     self.save()
                     self._checkpoint_s = time.perf_counter() - t0
@@ -752,11 +721,11 @@ class Trainer:
             log.warning("no iteration of this run updated the policy: all %d it ran were skipped (dynamic sampling "
                         "kept no group with mixed outcomes); its weights are the ones it started from",
                         self._iterations_run)
-        if self._evaluates_last():
+        if evaluates_last(c, self.iteration):
             if self.iteration > 0:  # rows of an earlier final evaluation of this iteration (a resumed run)
                 cut_rows(self.logger.eval_path, self.iteration - 1)
             with fsdp.gathered(self.model):
-                evals = self.run_evals(f"iter_{self.iteration:06d}")
+                evals = self.evaluator.run(f"iter_{self.iteration:06d}", self.iteration)
             self._log_evals(evals)
             summary["evals_after"] = evals
             summary["eval_after"] = next(iter(evals.values()))
@@ -764,35 +733,20 @@ class Trainer:
         barrier(self.world)
         return summary
 
-    def _evaluates_first(self) -> bool:
-        return self.iteration == 0 and self.cfg.eval.num_tasks != 0
-
-    def _evaluates_last(self) -> bool:
-        return self.iteration >= self.cfg.iterations and self.cfg.eval.num_tasks != 0
-
-    def _evaluates_now(self) -> bool:
-        c = self.cfg
-        return bool(c.eval.every and c.eval.num_tasks != 0 and self.iteration % c.eval.every == 0
-                    and self.iteration < c.iterations)
-
-    def _saves_now(self) -> bool:
-        c = self.cfg
-        return bool(c.save_every and (self.iteration % c.save_every == 0 or self.iteration == c.iterations))
-
     def _train_follower(self, stop_after: int | None) -> dict[str, Any]:
         """The loop of a rank > 0: the same iterations and collectives as rank 0, no files; it
         waits at rank 0's evaluations (taking part in gathering a sharded model's weights for them)
         and checkpoints."""
         c = self.cfg
-        self._wait_for_evaluation(self._evaluates_first())  # rank 0's initial evaluation
+        self._wait_for_evaluation(evaluates_first(c, self.iteration))  # rank 0's initial evaluation
         target = c.iterations if stop_after is None else min(c.iterations, self.iteration + stop_after)
         while self.iteration < target:
             self.train_iteration()
-            if self._evaluates_now():
+            if evaluates_now(c, self.iteration):
                 self._wait_for_evaluation(True)
-            if self._saves_now():
+            if saves_now(c, self.iteration):
                 self.save()
-        self._wait_for_evaluation(self._evaluates_last())  # rank 0's final evaluation
+        self._wait_for_evaluation(evaluates_last(c, self.iteration))  # rank 0's final evaluation
         return {}
 
     def _wait_for_evaluation(self, evaluates: bool) -> None:

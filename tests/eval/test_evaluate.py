@@ -93,7 +93,7 @@ def test_evaluation_prompts_never_carry_a_skill(tmp_path, tiny_tokenizer):
 
     tr.backend.generate = recording
     tr.cfg.eval.num_tasks = 2
-    tr.run_evals("check")
+    tr.evaluator.run("check", tr.iteration)
     assert len(seen) >= 4 and not any(has_skill(p) or SKILL in p for p in seen)
 
 
