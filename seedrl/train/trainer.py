@@ -25,10 +25,6 @@ import torch
 
 from seedrl.agent.parsing import decision_mask
 from seedrl.algos import (
-    grpo_advantages,
-    invalid_action_penalty,
-    length_discount,
-    scale_by_sign,
     select_groups,
 )
 from seedrl.config import TrainConfig, save_config
@@ -37,13 +33,11 @@ from seedrl.envs.registry import env_class
 from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write
 from seedrl.methods.runtime import build_method
-from seedrl.methods.teacher import teacher_prompt_ids
 from seedrl.models.loading import load_model
-from seedrl.models.scoring import batched_logprobs
 from seedrl.rollout.backends import SamplingParams, backend_options, make_backend
 from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
 from seedrl.rollout.runner import RolloutSettings, rollout
-from seedrl.rollout.types import StepSample, Trajectory, penalized
+from seedrl.rollout.types import StepSample, Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
 from seedrl.skills.facts import check_facts
 from seedrl.train import fsdp
@@ -86,6 +80,7 @@ from seedrl.train.metrics import (
 from seedrl.train.policy import adamw, build_policy
 from seedrl.train.resume import check_resume_config, record_resume_config, used_run_dir
 from seedrl.train.runlock import RunLock, lock_run_dir
+from seedrl.train.scoring import Scorer, analyze, routed_step_skill, unique_pairs
 from seedrl.train.traces import build_trace, cut_traces, write_trace
 from seedrl.train.update import (
     UpdateBatch,
@@ -198,6 +193,8 @@ class Trainer:
         #: the method: its table entry (skills, placement), its signal object and its analyzer
         self.method = build_method(cfg, self.backend, self.tokenizer, bf16=self.precision.bf16)
         self.analyzer = self.method.analyzer
+        #: the log-probs (old, reference, teacher) and advantages of a batch
+        self.scorer = Scorer(cfg, self.model, self.ref_model, self.tokenizer, self.precision, self.method)
         #: which skill text a static-skill run (sdar, skill_sd, grpo_opsd) uses: layout, folder, hash
         self.skill_source: dict[str, Any] | None = getattr(self.analyzer, "source", None)
         if self.skill_source is not None and main:
@@ -349,7 +346,7 @@ class Trainer:
         while True:
             rounds += 1
             played += trajs
-            keep = set(select_groups(self.returns(trajs), torch.tensor([t.group_id for t in trajs]),
+            keep = set(select_groups(self.scorer.returns(trajs), torch.tensor([t.group_id for t in trajs]),
                                      drop_uniform=a.dynamic_sampling, keep_frac=a.keep_group_frac).tolist())
             kept += [t for t in trajs if t.group_id in keep]
             if (not a.dynamic_sampling or len({t.group_id for t in kept}) >= want
@@ -392,100 +389,6 @@ class Trainer:
             self._lock.release()
             self._lock = None
 
-    def logprobs(self, model, samples: list[StepSample]) -> list[torch.Tensor]:
-        """Per-sample response log-probs under ``model``. Samples with the same prompt and response
-        (a peaked policy's group replays the same steps) are scored once and share the result
-        (``optim.dedupe``; the same values up to the float rounding of another batch shape)."""
-        where, unique = (unique_pairs(samples) if self.cfg.optim.dedupe
-                         else (list(range(len(samples))), list(range(len(samples)))))
-        scored = batched_logprobs(model, [samples[i].prompt_ids for i in unique],
-                                  [samples[i].response_ids for i in unique], self.tokenizer.pad_token_id,
-                                  self.cfg.optim.micro_batch_size, bf16=self.precision.bf16)
-        return [scored[j] for j in where]
-
-    def old_logprobs(self, samples: list[StepSample]) -> list[torch.Tensor]:
-        """The rollout policy's log-probs of the sampled tokens, the PPO ratio's denominator:
-        recomputed by a forward pass (``optim.old_logp: recompute``) or the ones the generator
-        recorded while sampling (``rollout``: the same weights, untempered; they differ from the
-        recomputation by ``check/rollout_logp_drift``, ~1e-4 on the hf backend)."""
-        if self.cfg.optim.old_logp == "rollout":
-            return [torch.tensor(s.logprobs, dtype=torch.float32) for s in samples]
-        return self.logprobs(self.model, samples)
-
-    def reference_logprobs(self, samples: list[StepSample]) -> list[torch.Tensor] | None:
-        if self.cfg.algo.kl_coef <= 0:
-            return None
-        if self.ref_model is not None:
-            with fsdp.gathered(self.ref_model):
-                return self.logprobs(self.ref_model, samples)
-        with self.model.disable_adapter():
-            return self.logprobs(self.model, samples)
-
-    def analyze(self, trajs: list[Trajectory]) -> list[AnalysisResult]:
-        """Hindsight skills for every trajectory. A failing analyzer costs the batch its OPD signal,
-        never the run: the failure is recorded per trajectory and counted in the metrics."""
-        try:
-            results = self.analyzer.analyze(trajs)
-            if len(results) != len(trajs):
-                raise RuntimeError(f"analyzer returned {len(results)} results for {len(trajs)} trajectories")
-            return results
-        except Exception as exc:
-            log.warning("analyzer %s failed on the whole batch: %s", self.analyzer.name, exc)
-            return [AnalysisResult(traj_id=t.traj_id, skill=None, error=f"exception: {exc}") for t in trajs]
-
-    def teacher_logprobs(self, samples: list[StepSample], skills: dict[int, str],
-                         step_skills: dict[int, dict[int, str]] | None = None):
-        """Re-score each sampled response with its trajectory's skill in the prompt.
-
-        Routing ("critical-first", OPID): a sample whose step has a step-level skill in
-        ``step_skills`` ({traj_id: {0-based step: skill}}) is scored with only that
-        ``**Critical-Step Skill**`` block; every other sample of a trajectory with a skill gets the
-        episode skill, placed as the method says (see :meth:`teacher_prompt_ids`). The chat template
-        is re-applied; the response token ids are the sampled ones, unchanged. Scored by the
-        rollout-time weights (called before the update), without gradient. Returns per-sample
-        teacher log-probs and a [N] 0/1 signal mask (1 = this sample's trajectory has an episode
-        skill; step skills never give a signal on their own)."""
-        idx = [i for i, s in enumerate(samples) if skills.get(s.traj_id)]
-        teacher: list[torch.Tensor] = [torch.zeros(len(s.response_ids)) for s in samples]
-        signal = torch.zeros(len(samples))
-        if idx:
-            prompts = [self.teacher_prompt_ids(samples[i], skills[samples[i].traj_id],
-                                               routed_step_skill(samples[i], skills, step_skills)) for i in idx]
-            scored = batched_logprobs(self.model, prompts, [samples[i].response_ids for i in idx],
-                                      self.tokenizer.pad_token_id, self.cfg.optim.micro_batch_size,
-                                      bf16=self.precision.bf16)
-            for i, lp in zip(idx, scored):
-                teacher[i] = lp
-                signal[i] = 1.0
-        return teacher, signal
-
-    def teacher_prompt_ids(self, sample: StepSample, skill: str | None, step_skill: str | None = None) -> list[int]:
-        """The teacher prompt of one step sample, as the method places the skill
-        (:mod:`seedrl.methods.teacher`), left-truncated to ``rollout.max_prompt_tokens``."""
-        return teacher_prompt_ids(self.method.spec.placement, self.tokenizer, sample.messages, skill,
-                                  self.cfg.rollout.max_prompt_tokens, step_skill)
-
-    def returns(self, trajs: list[Trajectory]) -> torch.Tensor:
-        """``[M]`` the return of each episode that the advantages normalise (and dynamic sampling's
-        filter compares): the episode reward, discounted by its length (``algo.episode_discount``)."""
-        return length_discount(torch.tensor([t.episode_reward for t in trajs], dtype=torch.float64),
-                               torch.tensor([max(1, len(t.steps)) for t in trajs]), self.cfg.algo.episode_discount)
-
-    def advantages(self, trajs: list[Trajectory], samples: list[StepSample]) -> torch.Tensor:
-        """One GRPO advantage per step sample (the caller broadcasts it over response tokens)."""
-        a = self.cfg.algo
-        ep_reward = dict(zip((t.traj_id for t in trajs), self.returns(trajs).tolist()))
-        traj_ids = sorted(ep_reward)
-        tindex = {tid: i for i, tid in enumerate(traj_ids)}
-        rule = self.cfg.env.invalid_action
-        scores = invalid_action_penalty(
-            torch.tensor([ep_reward[s.traj_id] for s in samples], dtype=torch.float64),
-            torch.tensor([not penalized(s, rule) for s in samples]), a.invalid_penalty)
-        adv = grpo_advantages(scores, torch.tensor([s.group_id for s in samples]),
-                              torch.tensor([tindex[s.traj_id] for s in samples]), norm=a.adv_norm,
-                              stats=a.adv_stats)
-        return scale_by_sign(adv, a.pos_adv_coef, a.neg_adv_coef).float()
-
     def update(self, batch: UpdateBatch) -> dict[str, float]:
         """This iteration's update on ``batch`` (:meth:`seedrl.train.update.Updater.update`)."""
         return self.updater.update(batch, self.iteration)
@@ -526,28 +429,28 @@ class Trainer:
                                   + (f"env errors: {'; '.join(errors[:2])}" if errors else
                                      "every response was empty (check rollout.max_new_tokens)"))
             with stage("old_logp"):
-                old_logp = self.old_logprobs(samples)
+                old_logp = self.scorer.old_logprobs(samples)
             with stage("ref_logp"):
-                ref_logp = self.reference_logprobs(samples)
+                ref_logp = self.scorer.reference_logprobs(samples)
             teacher_logp = signal = None
             skill_stats: dict[str, Any] = {}
             if self.method.uses_skills:
                 with stage("analysis"):
-                    results = self.analyze(trajs)
+                    results = analyze(self.analyzer, trajs)
                     check_facts(self.cfg.env.name, trajs, results)  # on this rank's own privileged states
                 skills = {r.traj_id: r.skill for r in results if r.skill}
                 # OPID critical-step skills: only with skills.step_skills, only beside an episode skill
                 step_skills = ({r.traj_id: r.step_skills for r in results if r.skill and r.step_skills}
                                if self.cfg.skills.step_skills else None)
                 with stage("rescore"):
-                    teacher_logp, signal = self.teacher_logprobs(samples, skills, step_skills)
+                    teacher_logp, signal = self.scorer.teacher_logprobs(samples, skills, step_skills)
                 routed = step_total = None
                 if step_skills is not None:
                     routed = sum(1 for s, m in zip(samples, signal.tolist())
                                  if m > 0 and routed_step_skill(s, skills, step_skills))
                     step_total = sum(len(v) for v in step_skills.values())
         with stage("advantage"):
-            adv = self.advantages(trajs, samples) if samples else torch.zeros(0)
+            adv = self.scorer.advantages(trajs, samples) if samples else torch.zeros(0)
         sleep = getattr(self.backend, "sleep", None)
         if sleep is not None:
             sleep()  # vLLM sleep mode on CUDA: its KV cache and weights are freed for the update
@@ -768,27 +671,3 @@ def rollout_settings(cfg: TrainConfig, temperature: float | None = None) -> Roll
         sampling=SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, top_p=cfg.rollout.top_p,
                                 temperature=cfg.rollout.temperature if temperature is None else temperature,
                                 stop=list(env_class(cfg.env.name).stop)))
-
-
-def unique_pairs(samples: list[StepSample]) -> tuple[list[int], list[int]]:
-    """``(where, unique)``: ``unique`` the index of the first sample of each distinct (prompt ids,
-    response ids) pair, ``where[i]`` the position in ``unique`` of sample ``i``'s pair."""
-    first: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
-    where, unique = [], []
-    for i, s in enumerate(samples):
-        key = (tuple(s.prompt_ids), tuple(s.response_ids))
-        if key not in first:
-            first[key] = len(unique)
-            unique.append(i)
-        where.append(first[key])
-    return where, unique
-
-
-def routed_step_skill(sample: StepSample, skills: dict[int, str],
-                      step_skills: dict[int, dict[int, str]] | None) -> str | None:
-    """The step-level skill that "critical-first" routing gives this sample (None: the episode skill,
-    or no skill at all). A step skill is only used when its trajectory also has an episode skill."""
-    if not step_skills or not skills.get(sample.traj_id):
-        return None
-    return (step_skills.get(sample.traj_id) or {}).get(sample.step) or None
-

@@ -61,7 +61,7 @@ def _opd_rows(tmp_path, runs):
     samples = [s for s in training_samples(tr.collect({})) if s.response_ids]
     n = len(samples)
     k = n // 3
-    old = tr.logprobs(tr.model, samples)
+    old = tr.scorer.logprobs(tr.model, samples)
     teacher = [o + GAP for o in old]
     signal = torch.tensor([1.0] * k + [0.0] * (n - k))
     state = copy.deepcopy(tr.model.state_dict())
@@ -103,7 +103,7 @@ def test_dedupe_keeps_seeds_opd_term(tmp_path):
     samples = [s for s in training_samples(tr.collect({})) if s.response_ids]
     samples = samples + samples[:4]
     n = len(samples)
-    old = tr.logprobs(tr.model, samples)
+    old = tr.scorer.logprobs(tr.model, samples)
     teacher = [o + GAP * (1 + i % 3) for i, o in enumerate(old[: n - 4])]
     teacher += teacher[:4]
     signal = torch.tensor([float(i % 2) for i in range(n - 4)] + [float(i % 2) for i in range(4)])

@@ -248,13 +248,13 @@ def test_dynamic_sampling_in_a_training_iteration_updates_on_mixed_groups_only(t
     tr = cheap_trainer(tmp_path, **{"algo.dynamic_sampling": "true", "algo.invalid_penalty": 0.0})
     script_outcomes(tr, [[[0.0, 0.0], [1.0, 0.0]], [[0.0, 2.0], [3.0, 3.0]]])
     seen = {}
-    orig_adv = tr.advantages
+    orig_adv = tr.scorer.advantages
 
     def advantages(trajs, samples):
         seen["trajs"], seen["adv"] = trajs, orig_adv(trajs, samples)
         return seen["adv"]
 
-    tr.advantages = advantages
+    tr.scorer.advantages = advantages
     m = tr.train_iteration()
     assert m["sampling/rounds"] == 2 and m["sampling/episodes"] == 8 and m["sampling/groups_kept"] == 2
     assert len(_groups_of(seen["trajs"])) == 2
@@ -349,16 +349,16 @@ def test_sign_coefficients_scale_the_trainer_advantages(tmp_path):
             s.reward = 0.0
         t.steps[-1].reward = 10.0 if i % 2 == 0 else 0.0
     samples = [s for t in trajs for s in t.steps if s.response_ids]
-    base = tr.advantages(trajs, samples)
+    base = tr.scorer.advantages(trajs, samples)
     assert bool((base > 0).any()) and bool((base < 0).any())
 
     tr.cfg.algo.neg_adv_coef = 0.0
-    only_pos = tr.advantages(trajs, samples)
+    only_pos = tr.scorer.advantages(trajs, samples)
     assert not bool((only_pos < 0).any())
     torch.testing.assert_close(only_pos, torch.where(base > 0, base, torch.zeros_like(base)))
 
     tr.cfg.algo.pos_adv_coef, tr.cfg.algo.neg_adv_coef = 2.0, 0.5
-    scaled = tr.advantages(trajs, samples)
+    scaled = tr.scorer.advantages(trajs, samples)
     torch.testing.assert_close(scaled, torch.where(base > 0, 2.0 * base, 0.5 * base))
 
 
@@ -423,7 +423,7 @@ def test_dedupe_gives_the_update_of_the_unmerged_batch(tmp_path):
                                              "optim.mini_batch_size": 4, "model.precision": "fp32"}))
     samples = training_samples(tr.collect({}))
     samples = samples + samples[:3] + samples[:1]  # duplicates: three twice, one three times
-    old = tr.logprobs(tr.model, samples)
+    old = tr.scorer.logprobs(tr.model, samples)
     adv = torch.linspace(-1.0, 1.0, len(samples))
     adv[len(samples) - 4:] = torch.cat([adv[:3], adv[:1]])  # the copies keep their advantage
     state = copy.deepcopy(tr.model.state_dict())
@@ -484,7 +484,7 @@ def test_split_distinct_scores_each_distinct_sample_once_per_epoch(tmp_path, mon
             "model.precision": "fp32"}
     tr = cheap_trainer(tmp_path, **over)
     samples = training_samples(tr.collect({}))
-    old = tr.logprobs(tr.model, samples)
+    old = tr.scorer.logprobs(tr.model, samples)
     adv = torch.linspace(-1.0, 1.0, len(samples))
     state, opt_state = copy.deepcopy(tr.model.state_dict()), copy.deepcopy(tr.optimizer.state_dict())
 
@@ -552,10 +552,10 @@ def test_episode_discount_favours_the_shorter_win(tmp_path):
     trajs = [Trajectory(0, 0, "t", steps=[step(0, 0, 10.0)], won=True),
              Trajectory(1, 0, "t", steps=[step(1, 0, 0.0), step(1, 1, 10.0)], won=True)]
     samples = [s for t in trajs for s in t.steps]
-    assert tr.advantages(trajs, samples).abs().max() < 1e-6
+    assert tr.scorer.advantages(trajs, samples).abs().max() < 1e-6
     tr.cfg.algo.episode_discount = 0.5
-    assert tr.returns(trajs).tolist() == [10.0, 5.0]
-    adv = tr.advantages(trajs, samples)
+    assert tr.scorer.returns(trajs).tolist() == [10.0, 5.0]
+    adv = tr.scorer.advantages(trajs, samples)
     assert adv[0] > 0 and adv[1] < 0 and adv[2] < 0
 
 

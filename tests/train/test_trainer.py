@@ -31,7 +31,7 @@ def test_every_step_sample_gets_its_trajectory_advantage(tmp_path):
         for s in t.steps:
             s.reward = 0.0
         t.steps[-1].reward = 10.0 if i % 2 == 0 else 0.0
-    adv = tr.advantages(trajs, samples)
+    adv = tr.scorer.advantages(trajs, samples)
     by_traj: dict[int, set[float]] = {}
     for s, a in zip(samples, adv.tolist()):
         by_traj.setdefault(s.traj_id, set()).add(round(a, 6))
@@ -57,9 +57,9 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
     tr = Trainer(tiny_cfg(tmp_path / "r", **{"algo.invalid_penalty": 0.5}))
     trajs, samples = rollout_batch(tr)
     idx = list(range(min(8, len(samples))))
-    old = tr.logprobs(tr.model, samples)
-    ref = tr.reference_logprobs(samples)
-    adv = tr.advantages(trajs, samples) + torch.linspace(-1, 1, len(samples))  # nonzero everywhere
+    old = tr.scorer.logprobs(tr.model, samples)
+    ref = tr.scorer.reference_logprobs(samples)
+    adv = tr.scorer.advantages(trajs, samples) + torch.linspace(-1, 1, len(samples))  # nonzero everywhere
     # perturb weights so ratio != 1 and the clip/KL terms are active
     with torch.no_grad():
         for p in tr.model.parameters():
@@ -164,11 +164,11 @@ def test_update_raises_logp_of_positive_advantage_responses(tmp_path):
     adv = torch.tensor([1.0, -1.0] * 4)
 
     def logps():
-        return [float(x.sum()) for x in tr.logprobs(tr.model, samples[:2])]
+        return [float(x.sum()) for x in tr.scorer.logprobs(tr.model, samples[:2])]
 
     before = logps()
     for _ in range(3):
-        old = tr.logprobs(tr.model, samples)
+        old = tr.scorer.logprobs(tr.model, samples)
         tr.update(UpdateBatch(samples, old, adv))
     after = logps()
     assert after[0] > before[0] + 0.1 and after[1] < before[1] - 0.1
@@ -237,13 +237,13 @@ def test_invalid_action_penalty_follows_env_invalid_action_and_both_rates_are_lo
         trajs = tr.collect({})
         samples = [s for t in trajs for s in t.steps]
         m = rollout_metrics(trajs, samples, [torch.zeros(len(s.response_ids)) for s in samples],
-                            tr.advantages(trajs, samples))
+                            tr.scorer.advantages(trajs, samples))
         malformed = [not s.format_valid for s in samples]
         rejected = [not s.action_valid for s in samples]
         assert any(malformed) and any(rejected) and not any(a and b for a, b in zip(malformed, rejected))
         assert m["rollout/invalid_format_rate"] == pytest.approx(sum(malformed) / len(samples))
         assert m["rollout/invalid_rate"] == pytest.approx(sum(rejected) / len(samples))
-        adv = tr.advantages(trajs, samples)
+        adv = tr.scorer.advantages(trajs, samples)
         hit = malformed if rule == "format" else rejected
         # mean-only advantages: within a trajectory a penalised step sits exactly 1.0 below the others
         pairs = 0

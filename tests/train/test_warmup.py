@@ -55,7 +55,7 @@ def test_warmup_ratio_rises_linearly_over_iterations_and_never_within_one(tmp_pa
     tr = Trainer(tiny_cfg(tmp_path / "r", **(CHEAP | {"iterations": 10, "optim.warmup_ratio": 0.3,
                                                      "optim.mini_batch_size": 2})))
     samples = training_samples(tr.collect({}))
-    ub = UpdateBatch(samples, tr.logprobs(tr.model, samples), torch.linspace(-1.0, 1.0, len(samples)))
+    ub = UpdateBatch(samples, tr.scorer.logprobs(tr.model, samples), torch.linspace(-1.0, 1.0, len(samples)))
     lrs = _step_lrs(tr, ub, 6)
     for i, steps in enumerate(lrs, start=1):
         assert steps == pytest.approx([1e-3 * min(1.0, i / 3)] * len(steps), rel=1e-12), i
