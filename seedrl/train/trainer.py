@@ -24,9 +24,6 @@ import numpy as np
 import torch
 
 from seedrl.agent.parsing import decision_mask
-from seedrl.algos import (
-    select_groups,
-)
 from seedrl.config import TrainConfig, save_config
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class
@@ -34,9 +31,8 @@ from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write
 from seedrl.methods.runtime import build_method
 from seedrl.models.loading import load_model
-from seedrl.rollout.backends import SamplingParams, backend_options, make_backend
+from seedrl.rollout.backends import backend_options, make_backend
 from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
-from seedrl.rollout.runner import RolloutSettings, rollout
 from seedrl.rollout.types import StepSample, Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
 from seedrl.skills.facts import check_facts
@@ -49,6 +45,7 @@ from seedrl.train.checkpoint import (
     remove_orphans,
     save_checkpoint,
 )
+from seedrl.train.collect import next_tasks, play, sample_groups
 from seedrl.train.distributed import (
     World,
     all_gather,
@@ -57,7 +54,6 @@ from seedrl.train.distributed import (
     data_parallel,
     rank_device,
     setup,
-    shard_seed,
     task_block,
 )
 from seedrl.train.evaluation import (
@@ -275,91 +271,23 @@ class Trainer:
                 sync(self.model)
 
     # ------------------------------------------------------------------ tasks
-    def next_tasks(self) -> list[str]:
-        """The next ``tasks_per_batch`` train tasks: the panel in a seeded order, reshuffled each epoch.
-
-        Depends only on (seed, panel_position), so a resumed run draws exactly the same tasks."""
-        n = len(self.train_panel)
-        out = []
-        for _ in range(self.cfg.rollout.tasks_per_batch):
-            epoch, idx = divmod(self.panel_position, n)
-            order = list(range(n))
-            random.Random(self.cfg.seed * 7919 + epoch).shuffle(order)
-            out.append(self.train_panel.task_ids[order[idx]])
-            self.panel_position += 1
-        return out
-
     # ------------------------------------------------------------------ stages
     def collect(self, timings: dict[str, float], round_: int = 0) -> list[Trajectory]:
-        """This process's trajectories of the next batch (every one of them in a single process).
-
-        With several processes (or ``rollout_shards``), the tasks are cut into equal contiguous
-        blocks; block ``r`` is played with seed ``shard_seed(base, r)`` and keeps the global
-        ``traj_id``s and ``group_id``s it has in the batch, so the blocks concatenated are the batch.
-        ``round_`` > 0: a further rollout of the same iteration (dynamic sampling) on the next tasks, with
-        its own seed; its group ids follow the earlier rounds'."""
-        tasks = self.next_tasks()
-        e = self.cfg.env
+        """This process's trajectories of the next batch (:func:`seedrl.train.collect.play`) on the
+        next ``tasks_per_batch`` tasks; ``round_`` > 0: a further round of dynamic sampling."""
+        tasks = next_tasks(self.train_panel, self.cfg.seed, self.panel_position, self.cfg.rollout.tasks_per_batch)
+        self.panel_position += len(tasks)
         base = self.cfg.seed * 100_003 + self.iteration + round_ * 10_000_019
-        gs = self.cfg.rollout.group_size
-        pool = self._env_pool()
-        if self.rollout_shards == 1:
-            trajs = rollout(self.backend, self.tokenizer, EnvFactory(e.name, e.kwargs), tasks, gs,
-                            rollout_settings(self.cfg), seed=base, traj_offset=self.traj_counter, timings=timings,
-                            executor=pool)
-        else:
-            shards = [self.world.rank] if self.world.active else range(self.rollout_shards)
-            trajs = []
-            for r in shards:
-                lo, hi = task_block(len(tasks), World(r, self.rollout_shards))
-                for t in rollout(self.backend, self.tokenizer, EnvFactory(e.name, e.kwargs), tasks[lo:hi], gs,
-                                 rollout_settings(self.cfg), seed=shard_seed(base, r),
-                                 traj_offset=self.traj_counter + lo * gs, timings=timings, executor=pool):
-                    t.group_id += lo
-                    for s in t.steps:
-                        s.group_id = t.group_id
-                    trajs.append(t)
-        self.traj_counter += len(tasks) * gs
-        if round_:
-            for t in trajs:
-                t.group_id += round_ * len(tasks)
-                for s in t.steps:
-                    s.group_id = t.group_id
+        trajs = play(self.backend, self.tokenizer, self.cfg, tasks, base, self.traj_counter, round_, self.world,
+                     self.rollout_shards, timings, self._env_pool())
+        self.traj_counter += len(tasks) * self.cfg.rollout.group_size
         return trajs
 
     def collect_batch(self, timings: dict[str, float]) -> tuple[list[Trajectory], dict[str, float]]:
-        """The trajectories of this iteration's update and the ``sampling/*`` metrics.
-
-        Without group filters: one rollout (:meth:`collect`). With ``algo.keep_group_frac`` < 1 the
-        groups of largest reward std are kept; with ``algo.dynamic_sampling`` (DAPO) groups whose
-        episode rewards are all equal are dropped and further rounds of ``tasks_per_batch`` tasks are
-        played until ``tasks_per_batch`` groups remain (equal and std are of :meth:`returns`) (then trimmed to it) or
-        ``dynamic_sampling_rounds`` rounds were played. Every played episode is counted."""
-        a = self.cfg.algo
-        trajs = self.collect(timings)
-        if not a.dynamic_sampling and a.keep_group_frac >= 1:
-            return trajs, {}
-        want = self.cfg.rollout.tasks_per_batch
-        played: list[Trajectory] = []
-        kept: list[Trajectory] = []
-        rounds = 0
-        while True:
-            rounds += 1
-            played += trajs
-            keep = set(select_groups(self.scorer.returns(trajs), torch.tensor([t.group_id for t in trajs]),
-                                     drop_uniform=a.dynamic_sampling, keep_frac=a.keep_group_frac).tolist())
-            kept += [t for t in trajs if t.group_id in keep]
-            if (not a.dynamic_sampling or len({t.group_id for t in kept}) >= want
-                    or rounds >= a.dynamic_sampling_rounds):
-                break
-            trajs = self.collect(timings, round_=rounds)
-        if a.dynamic_sampling:
-            first = set(sorted({t.group_id for t in kept})[:want])
-            kept = [t for t in kept if t.group_id in first]
-        return kept, {"sampling/rounds": rounds, "sampling/episodes": len(played),
-                      "sampling/groups_played": len({t.group_id for t in played}),
-                      "sampling/groups_kept": len({t.group_id for t in kept}),
-                      "sampling/success_rate_played": sum(t.won for t in played) / max(1, len(played))}
+        """The trajectories of this iteration's update and the ``sampling/*`` metrics
+        (:func:`seedrl.train.collect.sample_groups`)."""
+        return sample_groups(self.cfg, self.collect(timings), lambda r: self.collect(timings, round_=r),
+                             self.scorer.returns)
 
     def _env_pool(self) -> EnvExecutor | None:
         """The warm worker pool of the process and Ray executors, started at the first rollout and
@@ -659,15 +587,3 @@ class Trainer:
             with fsdp.gathered(self.model):
                 pass
         barrier(self.world)
-
-
-def rollout_settings(cfg: TrainConfig, temperature: float | None = None) -> RolloutSettings:
-    """The rollout settings a run config implies (``temperature`` overrides the training one)."""
-    return RolloutSettings(
-        env_title=env_class(cfg.env.name).title or cfg.env.name, max_steps=cfg.env.max_steps,
-        history_length=cfg.env.history_length, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
-        step_timeout_s=cfg.env.step_timeout_s, env_workers=cfg.env.workers, executor=cfg.env.executor,
-        ray_address=cfg.env.ray_address,
-        sampling=SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, top_p=cfg.rollout.top_p,
-                                temperature=cfg.rollout.temperature if temperature is None else temperature,
-                                stop=list(env_class(cfg.env.name).stop)))
