@@ -26,7 +26,6 @@ import torch
 from seedrl.agent.parsing import decision_mask
 from seedrl.config import TrainConfig, save_config
 from seedrl.envs.panels import build_panel
-from seedrl.envs.registry import env_class
 from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write
 from seedrl.methods.runtime import build_method
@@ -77,7 +76,7 @@ from seedrl.train.policy import adamw, build_policy
 from seedrl.train.resume import check_resume_config, record_resume_config, used_run_dir
 from seedrl.train.runlock import RunLock, lock_run_dir
 from seedrl.train.scoring import Scorer, analyze, routed_step_skill, unique_pairs
-from seedrl.train.traces import build_trace, cut_traces, write_trace
+from seedrl.train.traces import cut_traces, save_iteration_trace, write_skills
 from seedrl.train.update import (
     UpdateBatch,
     Updater,
@@ -398,7 +397,7 @@ class Trainer:
         m_trajs, m_samples, m_old, m_adv, scored = whole_batch(self.world, trajs, samples, old_logp, adv, scored)
         if scored is not None:
             if self.world.main:
-                self.save_skills(m_trajs, scored[0])
+                write_skills(self.run_dir, self.iteration + 1, m_trajs, scored[0])
             skill_stats = skill_metrics(scored, m_trajs, m_samples, m_old, m_adv)
         self.iteration += 1
         self._iterations_run += 1
@@ -446,31 +445,13 @@ class Trainer:
             log.error("STILL no update: %d iterations in a row (since iteration %d) kept no group with mixed "
                       "outcomes; this run is spending its episodes without learning; %s", n, since, fix)
 
-    def save_skills(self, trajs: list[Trajectory], results: list[AnalysisResult]) -> None:
-        """One JSONL row per analysed trajectory, so a run's skills can be read later."""
-        by_id = {t.traj_id: t for t in trajs}
-        with (self.run_dir / "skills.jsonl").open("a") as f:
-            for r in results:
-                t = by_id[r.traj_id]
-                f.write(json.dumps({"iteration": self.iteration + 1, "traj_id": r.traj_id, "task_id": t.task_id,
-                                    "success": t.won, "skill": r.skill, "summary": r.summary, "error": r.error,
-                                    "fact_agrees": r.fact_agrees, "raw": r.raw[:2000]}
-                                   | ({"step_skills": {str(k): v for k, v in sorted(r.step_skills.items())}}
-                                      if r.skill and r.step_skills else {})) + "\n")
-
     def save_trace(self, trajs: list[Trajectory], samples: list[StepSample], old_logp: list[torch.Tensor],
                    adv: torch.Tensor, teacher_logp: list[torch.Tensor] | None, signal: torch.Tensor | None,
                    results: list[AnalysisResult] | None) -> Path:
         """``traces/iter_XXXXXX.json`` of this iteration (``self.iteration + 1``, as its rows): a few
         trajectories token by token (:mod:`seedrl.train.traces`), fsynced before the checkpoint."""
-        c = self.cfg
-        it = self.iteration + 1
-        trace = build_trace(it, trajs, samples, old_logp, adv, teacher_logp, signal, results,
-                            k=c.log.trace_trajectories, max_bytes=c.log.trace_max_bytes, seed=c.seed * 9_973 + it,
-                            tokenizer=self.tokenizer, gate_beta=getattr(self.method.signal, "beta", None),
-                            method=c.algo.name, signal_name=self.method.signal.name,
-                            task_type=env_class(c.env.name).task_type)
-        return write_trace(self.run_dir, trace)
+        return save_iteration_trace(self.run_dir, self.cfg, self.iteration + 1, trajs, samples, old_logp, adv,
+                                    teacher_logp, signal, results, self.tokenizer, self.method.signal)
 
     def save(self) -> None:
         """Rank 0 writes the checkpoint (the ranks' states are identical; a sharded model's full
