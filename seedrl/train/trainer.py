@@ -29,7 +29,6 @@ from seedrl.envs.panels import build_panel
 from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write
 from seedrl.methods.runtime import build_method
-from seedrl.models.loading import load_model
 from seedrl.rollout.backends import backend_options, make_backend
 from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
 from seedrl.rollout.types import StepSample, Trajectory
@@ -50,10 +49,9 @@ from seedrl.train.distributed import (
     all_gather,
     barrier,
     check_same,
-    data_parallel,
+    process_layout,
     rank_device,
     setup,
-    task_block,
 )
 from seedrl.train.evaluation import (
     Evaluator,
@@ -72,7 +70,7 @@ from seedrl.train.metrics import (
     skill_metrics,
     whole_batch,
 )
-from seedrl.train.policy import adamw, build_policy
+from seedrl.train.policy import adamw, build_trained
 from seedrl.train.resume import check_resume_config, record_resume_config, used_run_dir
 from seedrl.train.runlock import RunLock, lock_run_dir
 from seedrl.train.scoring import Scorer, analyze, routed_step_skill, unique_pairs
@@ -119,17 +117,7 @@ class Trainer:
         self.cfg = cfg
         #: this process's rank and the number of processes (a single process: SINGLE)
         self.world: World = setup(cfg.model.device)
-        if self.world.active and rollout_shards != 1:
-            raise SeedRLError("rollout_shards is for a single process; several processes shard by rank")
-        task_block(cfg.rollout.tasks_per_batch, self.world if self.world.active else World(0, rollout_shards))
-        self.rollout_shards = self.world.size if self.world.active else rollout_shards
-        if self.world.active and cfg.optim.split_distinct:
-            raise SeedRLError("optim.split_distinct groups one process's identical samples into one mini-batch; "
-                              "with several processes set optim.split_distinct=false")
-        a = cfg.algo
-        if self.rollout_shards != 1 and (a.dynamic_sampling or a.keep_group_frac < 1 or a.replay_coef > 0):
-            raise SeedRLError("algo.dynamic_sampling, algo.keep_group_frac < 1 and algo.replay_coef > 0 run in a "
-                              "single process for now; launch one process or turn them off")
+        self.rollout_shards = process_layout(cfg, self.world, rollout_shards)
         main = self.world.main
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
@@ -152,31 +140,13 @@ class Trainer:
         m = cfg.model.model_copy(update={"device": rank_device(self.world, cfg.model.device)})
         self.device = torch.device(m.device)
 
-        #: FSDP, when the accelerate config asks for it (seedrl.train.fsdp); None: every rank a replica
-        self.fsdp_plan = fsdp.requested_plan()
-        if self.fsdp_plan is not None and not torch.distributed.is_initialized():
-            log.warning("FSDP asked for, but no launcher started a process group: training unsharded")
-            self.fsdp_plan = None
-        if self.fsdp_plan is not None and self.fsdp_plan.activation_checkpointing:
-            m = m.model_copy(update={"gradient_checkpointing": True})
-        policy = build_policy(m, what="policy")
-        self.tokenizer, self.model, self.precision = policy.tokenizer, policy.model, policy.precision
+        #: the policy (FSDP-sharded when the accelerate config asks for it, else DDP replicas over several
+        #: processes: ``_ddp``), its tokenizer and precision, and the KL term's reference model (or None)
+        trained = build_trained(cfg, m, self.world)
+        self.tokenizer, self.model, self.precision = trained.tokenizer, trained.model, trained.precision
+        self.ref_model, self.fsdp_plan, self._ddp = trained.ref_model, trained.fsdp_plan, trained.ddp
         if main:
             atomic_write(self.run_dir / "precision.json", json.dumps(asdict(self.precision), indent=1))
-        self.ref_model = None
-        if cfg.algo.kl_coef > 0 and not m.lora:  # LoRA: the reference is the base with adapters off
-            self.ref_model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=self.tokenizer,
-                                        trust_remote_code=m.trust_remote_code)
-            self.ref_model.requires_grad_(False).eval()
-        if self.fsdp_plan is not None:  # before the optimizer, which must hold the sharded parameters
-            layers = fsdp.shard(self.model, self.fsdp_plan)
-            if self.ref_model is not None:
-                fsdp.shard(self.ref_model, self.fsdp_plan)
-            log.info("FSDP: %s sharded over %d processes (layers: %s; reshard after forward: %s)", m.name,
-                     self.world.size, ", ".join(layers) or "root only", self.fsdp_plan.reshard_after_forward)
-        #: replicas: torch DDP, summing the gradients (seedrl.train.distributed.data_parallel)
-        self._ddp = (data_parallel(self.model, self.device)
-                     if self.world.active and self.fsdp_plan is None else None)
         self.optimizer = adamw(self.model, cfg.optim.lr, cfg.optim.weight_decay)
         #: the scheduler steps once per iteration (``optim.warmup_ratio``, as verl) or once per
         #: optimizer step (``optim.warmup_steps``); its state is in every checkpoint

@@ -174,14 +174,13 @@ def test_two_processes_compute_the_one_process_update(tmp_path):
 NAIVE_DDP = """
 import sys
 import torch
-import seedrl.train.trainer as T
 import seedrl.train.update as U
 from seedrl.train import distributed as D
 
 # the usual mistake: each rank normalises by its own tokens over its own mini-batches, and plain DDP
 # averages the gradients
 U.sample_layout = lambda world, lengths, signal: D.SampleLayout(lengths, signal, 0, len(lengths))
-T.data_parallel = lambda model, device: torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+D.data_parallel = lambda model, device: torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
 from seedrl.cli import main
 sys.argv = ["seedrl"] + sys.argv[1:]
 main()
