@@ -7,11 +7,15 @@ rows describe the whole batch: :func:`whole_batch` gathers every rank's part of 
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
 import torch
 
+from seedrl.agent.parsing import decision_mask
 from seedrl.rollout.types import StepSample, Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
 from seedrl.skills.facts import fact_metrics
@@ -202,3 +206,23 @@ def skill_metrics(scored: Scored, trajs: list[Trajectory], samples: list[StepSam
         out["skills/step_skill_frac"] = routed / max(1.0, float(signal.sum()))
         out["skills/step_skills"] = step_total
     return out
+
+
+def batch_metrics(tokenizer: Any, trajs: list[Trajectory], samples: list[StepSample], old_logp: list[torch.Tensor],
+                  adv: torch.Tensor, extra: dict[str, Any]) -> dict[str, Any]:
+    """The metrics row of a batch: :func:`rollout_metrics`, then ``extra`` (the skill, update and
+    sampling metrics), :func:`gradient_shares` over the decision tokens, and :func:`rollout_digests`."""
+    out = rollout_metrics(trajs, samples, old_logp, adv) | extra
+    out |= gradient_shares(adv, old_logp, [decision_mask(tokenizer, s.response_ids) for s in samples])
+    out["rollout/digests"] = rollout_digests(trajs)
+    return out
+
+
+def stage_timer(timings: dict[str, float]) -> Callable[[str], Any]:
+    """``with stage(name):`` adds the seconds the block takes to ``timings[name]``."""
+    @contextmanager
+    def stage(name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        yield
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+    return stage

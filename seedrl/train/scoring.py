@@ -18,6 +18,7 @@ from seedrl.methods.teacher import teacher_prompt_ids
 from seedrl.models.scoring import batched_logprobs
 from seedrl.rollout.types import StepSample, Trajectory, penalized
 from seedrl.skills.analyzers.base import AnalysisResult
+from seedrl.skills.facts import check_facts
 from seedrl.train import fsdp
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,27 @@ class Scorer:
                 teacher[i] = lp
                 signal[i] = 1.0
         return teacher, signal
+
+    def skill_signal(self, analyzer: Any, trajs: list[Trajectory], samples: list[StepSample], stage: Any):
+        """The stages of a method with skills: ``analysis`` (``analyzer``'s skill per trajectory, checked
+        against the facts of this rank's own privileged states) and ``rescore`` (:meth:`teacher_logprobs`;
+        ``stage(name)`` times each). Returns (results, teacher log-probs, signal mask, samples routed to a
+        step skill, step skills found), the last two None without ``skills.step_skills``."""
+        with stage("analysis"):
+            results = analyze(analyzer, trajs)
+            check_facts(self.cfg.env.name, trajs, results)  # on this rank's own privileged states
+        skills = {r.traj_id: r.skill for r in results if r.skill}
+        # OPID critical-step skills: only with skills.step_skills, only beside an episode skill
+        step_skills = ({r.traj_id: r.step_skills for r in results if r.skill and r.step_skills}
+                       if self.cfg.skills.step_skills else None)
+        with stage("rescore"):
+            teacher_logp, signal = self.teacher_logprobs(samples, skills, step_skills)
+        routed = step_total = None
+        if step_skills is not None:
+            routed = sum(1 for s, m in zip(samples, signal.tolist())
+                         if m > 0 and routed_step_skill(s, skills, step_skills))
+            step_total = sum(len(v) for v in step_skills.values())
+        return results, teacher_logp, signal, routed, step_total
 
     def teacher_prompt_ids(self, sample: StepSample, skill: str | None, step_skill: str | None = None) -> list[int]:
         """The teacher prompt of one step sample, as the method places the skill

@@ -15,7 +15,6 @@ import json
 import logging
 import random
 import time
-from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from seedrl.agent.parsing import decision_mask
 from seedrl.config import TrainConfig, save_config
 from seedrl.envs.panels import build_panel
 from seedrl.errors import SeedRLError
@@ -33,7 +31,6 @@ from seedrl.rollout.backends import backend_options, make_backend
 from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
 from seedrl.rollout.types import StepSample, Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
-from seedrl.skills.facts import check_facts
 from seedrl.train import fsdp
 from seedrl.train.checkpoint import (
     checkpoint_dirs,
@@ -46,7 +43,6 @@ from seedrl.train.checkpoint import (
 from seedrl.train.collect import next_tasks, play, sample_groups
 from seedrl.train.distributed import (
     World,
-    all_gather,
     barrier,
     check_same,
     process_layout,
@@ -64,20 +60,20 @@ from seedrl.train.evaluation import (
 from seedrl.train.logger import MetricsLogger
 from seedrl.train.metrics import (
     COLLAPSED_NLL,
-    gradient_shares,
-    rollout_digests,
-    rollout_metrics,
+    batch_metrics,
     skill_metrics,
+    stage_timer,
     whole_batch,
 )
 from seedrl.train.policy import adamw, build_trained
 from seedrl.train.resume import check_resume_config, record_resume_config, used_run_dir
 from seedrl.train.runlock import RunLock, lock_run_dir
-from seedrl.train.scoring import Scorer, analyze, routed_step_skill, unique_pairs
+from seedrl.train.scoring import Scorer, unique_pairs
 from seedrl.train.traces import cut_traces, save_iteration_trace, write_skills
 from seedrl.train.update import (
     UpdateBatch,
     Updater,
+    check_samples,
     replay_pool,
     sample_keys,
     training_samples,
@@ -296,56 +292,27 @@ class Trainer:
             self.logger.log_eval(res)
 
     def train_iteration(self) -> dict[str, Any]:
+        """One iteration: collect -> score (old, reference log-probs) -> analyze and re-score (methods with
+        skills) -> advantages -> update; returns its metrics row. Each stage is timed (``time/<stage>``)."""
         timings: dict[str, float] = {}
-
-        @contextmanager
-        def stage(name: str):
-            t0 = time.perf_counter()
-            yield
-            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
-
+        stage = stage_timer(timings)
         rollout_t: dict[str, float] = {}
+        scored = None
         # sharded (FSDP): full weights from the rollout to the re-scoring, sharded again for the update
         with fsdp.gathered(self.model):
             with stage("rollout"):
                 trajs, sampling = self.collect_batch(rollout_t)
             if not trajs and sampling:  # dynamic sampling found no group with mixed outcomes: no update
-                self.iteration += 1
-                self.updater.step_lr("iteration")  # no update: the rate stays a function of the iteration
-                log.warning("iteration %d: dynamic sampling kept no group in %d rounds (%d episodes); no update",
-                            self.iteration, sampling["sampling/rounds"], sampling["sampling/episodes"])
-                self._iterations_run += 1
-                self._skip_streak += 1
-                self._warn_skip_streak()
-                return sampling | {"update/skipped": 1, "iteration": self.iteration} | {
-                    f"time/{k}": v for k, v in timings.items()}
+                return self._skipped(sampling, timings)
             samples = training_samples(trajs)
-            if not samples and not (self.world.active and sum(all_gather(self.world, len(samples)))):
-                errors = sorted({t.error for t in trajs if t.error})
-                raise SeedRLError(f"the rollout produced no step samples: {len(trajs)} episodes, "
-                                  + (f"env errors: {'; '.join(errors[:2])}" if errors else
-                                     "every response was empty (check rollout.max_new_tokens)"))
+            check_samples(self.world, trajs, samples)
             with stage("old_logp"):
                 old_logp = self.scorer.old_logprobs(samples)
             with stage("ref_logp"):
                 ref_logp = self.scorer.reference_logprobs(samples)
-            teacher_logp = signal = None
-            skill_stats: dict[str, Any] = {}
-            if self.method.uses_skills:
-                with stage("analysis"):
-                    results = analyze(self.analyzer, trajs)
-                    check_facts(self.cfg.env.name, trajs, results)  # on this rank's own privileged states
-                skills = {r.traj_id: r.skill for r in results if r.skill}
-                # OPID critical-step skills: only with skills.step_skills, only beside an episode skill
-                step_skills = ({r.traj_id: r.step_skills for r in results if r.skill and r.step_skills}
-                               if self.cfg.skills.step_skills else None)
-                with stage("rescore"):
-                    teacher_logp, signal = self.scorer.teacher_logprobs(samples, skills, step_skills)
-                routed = step_total = None
-                if step_skills is not None:
-                    routed = sum(1 for s, m in zip(samples, signal.tolist())
-                                 if m > 0 and routed_step_skill(s, skills, step_skills))
-                    step_total = sum(len(v) for v in step_skills.values())
+            if self.method.uses_skills:  # stages "analysis" and "rescore"
+                scored = self.scorer.skill_signal(self.analyzer, trajs, samples, stage)
+        teacher_logp, signal = (None, None) if scored is None else (scored[1], scored[2])
         with stage("advantage"):
             adv = self.scorer.advantages(trajs, samples) if samples else torch.zeros(0)
         sleep = getattr(self.backend, "sleep", None)
@@ -361,10 +328,10 @@ class Trainer:
         if self.world.main and self.cfg.log.trace_trajectories:
             with stage("trace"):  # rank 0's own trajectories (see seedrl.train.traces)
                 self.save_trace(trajs, samples, old_logp, adv, teacher_logp, signal,
-                                results if self.method.uses_skills else None)
+                                None if scored is None else scored[0])
         # the rows describe the whole batch: with several processes, every rank's part of it
-        scored = (results, teacher_logp, signal, routed, step_total) if self.method.uses_skills else None
         m_trajs, m_samples, m_old, m_adv, scored = whole_batch(self.world, trajs, samples, old_logp, adv, scored)
+        skill_stats: dict[str, Any] = {}
         if scored is not None:
             if self.world.main:
                 write_skills(self.run_dir, self.iteration + 1, m_trajs, scored[0])
@@ -373,13 +340,11 @@ class Trainer:
         self._iterations_run += 1
         self._updates_run += 1
         self._skip_streak = 0
-        metrics = rollout_metrics(m_trajs, m_samples, m_old, m_adv) | skill_stats | upd | sampling
-        metrics |= gradient_shares(m_adv, m_old, [decision_mask(self.tokenizer, s.response_ids) for s in m_samples])
+        metrics = batch_metrics(self.tokenizer, m_trajs, m_samples, m_old, m_adv, skill_stats | upd | sampling)
         if self.iteration == 1 and metrics.get("rollout/decision_nll", 1.0) < COLLAPSED_NLL and self.world.main:
             log.warning("the starting policy is nearly deterministic where it decides (sampled action tokens' NLL "
                         "%.3f < %.2f): its groups mostly come out uniform and carry no advantage; start from a "
                         "less sharpened warm start (fewer SFT epochs)", metrics["rollout/decision_nll"], COLLAPSED_NLL)
-        metrics["rollout/digests"] = rollout_digests(m_trajs)
         if self._pool is not None:
             # env worker processes replaced this iteration (a dead or hung env; its neighbours were replayed)
             metrics["rollout/env_worker_restarts"] = self._pool.restarts - self._restarts_seen
@@ -390,10 +355,21 @@ class Trainer:
         metrics |= {f"time/rollout_{k}": v for k, v in rollout_t.items()}
         metrics["iteration"] = self.iteration
         if self.world.active or fsdp.is_sharded(self.model):
-            metrics["dist/world_size"] = self.world.size
-            metrics["dist/fsdp"] = int(fsdp.is_sharded(self.model))
-            metrics["dist/ddp"] = int(self._ddp is not None)
+            metrics |= {"dist/world_size": self.world.size, "dist/fsdp": int(fsdp.is_sharded(self.model)),
+                        "dist/ddp": int(self._ddp is not None)}
         return metrics
+
+    def _skipped(self, sampling: dict[str, float], timings: dict[str, float]) -> dict[str, Any]:
+        """An iteration whose dynamic sampling kept no group: no update; its metrics row."""
+        self.iteration += 1
+        self.updater.step_lr("iteration")  # no update: the rate stays a function of the iteration
+        log.warning("iteration %d: dynamic sampling kept no group in %d rounds (%d episodes); no update",
+                    self.iteration, sampling["sampling/rounds"], sampling["sampling/episodes"])
+        self._iterations_run += 1
+        self._skip_streak += 1
+        self._warn_skip_streak()
+        return sampling | {"update/skipped": 1, "iteration": self.iteration} | {
+            f"time/{k}": v for k, v in timings.items()}
 
     #: iterations in a row without an update at which the first warning comes (then at 2x, 4x, ...)
     SKIP_STREAK_WARN = 3

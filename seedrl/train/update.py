@@ -143,6 +143,16 @@ def training_samples(trajs: list[Trajectory]) -> list[StepSample]:
     return [s for t in trajs if t.error is None for s in t.steps if s.response_ids]
 
 
+def check_samples(world: World, trajs: list[Trajectory], samples: list[StepSample]) -> None:
+    """Stop the run (one line) when the batch's rollout gave no step sample on any process: every episode
+    crashed its env, or every response was empty."""
+    if not samples and not (world.active and sum(all_gather(world, len(samples)))):
+        errors = sorted({t.error for t in trajs if t.error})
+        raise SeedRLError(f"the rollout produced no step samples: {len(trajs)} episodes, "
+                          + (f"env errors: {'; '.join(errors[:2])}" if errors else
+                             "every response was empty (check rollout.max_new_tokens)"))
+
+
 def warmup_schedule(warmup_steps: int, warmup_ratio: float, iterations: int) -> tuple[bool, int]:
     """``(per_iteration, warm)``: the learning-rate scheduler steps once per iteration over a warm-up
     of ``int(warmup_ratio * iterations)`` iterations (``optim.warmup_ratio``, verl's
