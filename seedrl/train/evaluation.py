@@ -9,6 +9,7 @@ schedule (:func:`saves_now`) keeps the same rhythm beside it."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,8 @@ from seedrl.config import TrainConfig
 from seedrl.envs.panels import Panel
 from seedrl.eval.evaluate import evaluate
 from seedrl.fileio import atomic_write
+
+log = logging.getLogger(__name__)
 
 
 def evaluates_first(cfg: TrainConfig, iteration: int) -> bool:
@@ -53,6 +56,14 @@ class Evaluator:
     def __init__(self, cfg: TrainConfig, backend: Any, tokenizer: Any, panels: dict[str, Panel],
                  run_dir: Path) -> None:
         self.cfg, self.backend, self.tokenizer, self.panels, self.run_dir = cfg, backend, tokenizer, panels, run_dir
+
+    def warn_oversized(self) -> None:
+        """A warning for each panel smaller than ``eval.num_tasks`` (``subset()`` plays all of its tasks)."""
+        n = self.cfg.eval.num_tasks
+        for split, panel in self.panels.items():
+            if n and n > len(panel.task_ids):
+                log.warning("eval.num_tasks=%d is more than the %d tasks of %s/%s; evaluating all %d",
+                            n, len(panel.task_ids), self.cfg.env.name, split, len(panel.task_ids))
 
     def run(self, tag: str, iteration: int) -> dict[str, dict[str, Any]]:
         """Evaluate the current policy on every panel of ``eval.split_list`` (plain prompts, never a

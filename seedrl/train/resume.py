@@ -19,7 +19,9 @@ from typing import Any
 
 from seedrl.config import TrainConfig, load_run_config, save_config
 from seedrl.errors import SeedRLError
-from seedrl.train.checkpoint import fsync_file
+from seedrl.train.checkpoint import cut_rows, fsync_file, load_latest
+from seedrl.train.distributed import World, check_same
+from seedrl.train.traces import cut_traces
 from seedrl.train.update import warmup_schedule
 
 log = logging.getLogger(__name__)
@@ -141,3 +143,35 @@ def record_resume_config(run_dir: Path, cfg: TrainConfig, iteration: int,
         log.warning("--resume at iteration %d with changed settings (recorded in config_changes.jsonl): %s",
                     iteration, ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()))
     save_config(cfg, cfg_path)
+
+
+def restore_checkpoint(ckpt_dir: Path, model: Any, optimizer: Any, scheduler: Any, world: World,
+                       train_panel: Any) -> dict[str, Any] | None:
+    """Load the newest intact checkpoint of ``ckpt_dir`` into ``model``, ``optimizer`` and ``scheduler``
+    (damaged ones are skipped with a warning, :func:`seedrl.train.checkpoint.load_latest`), the same one
+    on every rank; its state (iteration, panel position, trajectory counter), or None (a warning: the run
+    starts from scratch). A checkpoint of another train panel is refused."""
+    found = load_latest(ckpt_dir, model, optimizer, scheduler)
+    check_same(world, None if found is None else found[1]["iteration"], "the checkpoint to resume from")
+    if found is None:
+        log.warning("--resume: no checkpoint in %s; starting from scratch (rows of the earlier "
+                    "attempt discarded)", ckpt_dir)
+        return None
+    ckpt, state = found
+    if not train_panel.matches(state.get("train_panel_hash")):  # format-1 hashes too
+        raise SeedRLError(f"cannot resume: train panel changed ({state.get('train_panel_hash')} "
+                          f"-> {train_panel.hash})")
+    log.info("resumed from %s at iteration %d", ckpt, state["iteration"])
+    return state
+
+
+def rewind_rows(run_dir: Path, row_files: list[Path], iteration: int | None) -> None:
+    """Cut the row files and traces of ``run_dir`` back to ``iteration`` (the resumed checkpoint's), so
+    the resumed run writes exactly the rows an uninterrupted one would; None (no checkpoint): remove
+    them all."""
+    for p in row_files:
+        if iteration is None:
+            p.unlink(missing_ok=True)
+        else:
+            cut_rows(p, iteration)
+    cut_traces(run_dir, iteration or 0)  # traces are rows too

@@ -36,7 +36,6 @@ from seedrl.train.checkpoint import (
     checkpoint_dirs,
     cut_rows,
     fsync_file,
-    load_latest,
     remove_orphans,
     save_checkpoint,
 )
@@ -44,7 +43,6 @@ from seedrl.train.collect import next_tasks, play, sample_groups
 from seedrl.train.distributed import (
     World,
     barrier,
-    check_same,
     process_layout,
     rank_device,
     setup,
@@ -66,7 +64,13 @@ from seedrl.train.metrics import (
     whole_batch,
 )
 from seedrl.train.policy import adamw, build_trained
-from seedrl.train.resume import check_resume_config, record_resume_config, used_run_dir
+from seedrl.train.resume import (
+    check_resume_config,
+    record_resume_config,
+    restore_checkpoint,
+    rewind_rows,
+    used_run_dir,
+)
 from seedrl.train.runlock import RunLock, lock_run_dir
 from seedrl.train.scoring import Scorer, unique_pairs
 from seedrl.train.traces import cut_traces, save_iteration_trace, write_skills
@@ -168,10 +172,6 @@ class Trainer:
         #: every evaluated panel, primary (``eval.split`` or the first of ``eval.splits``) first
         self.eval_panels = {s: build_panel(e.name, s, None, **e.kwargs) for s in cfg.eval.split_list}
         self.eval_panel = next(iter(self.eval_panels.values()))
-        for split, panel in self.eval_panels.items():
-            if main and cfg.eval.num_tasks and cfg.eval.num_tasks > len(panel.task_ids):  # subset() plays them all
-                log.warning("eval.num_tasks=%d is more than the %d tasks of %s/%s; evaluating all %d",
-                            cfg.eval.num_tasks, len(panel.task_ids), e.name, split, len(panel.task_ids))
         #: (prompt ids, response ids) of the expert demonstrations replayed in every mini-batch (PPO-ptx)
         self.replay_pairs = replay_pool(cfg, self.tokenizer) if cfg.algo.replay_coef > 0 else []
         #: the PPO update; its forwards run through the DDP wrapper, or the (possibly sharded) policy
@@ -180,6 +180,7 @@ class Trainer:
                                self.tokenizer, self.precision, self.device, self.replay_pairs, self.ckpt_dir)
         self.evaluator = Evaluator(cfg, self.backend, self.tokenizer, self.eval_panels, self.run_dir)
         if main:
+            self.evaluator.warn_oversized()
             self.train_panel.save(self.run_dir / "panel_train.json")
             for split, panel in self.eval_panels.items():
                 panel.save(self.run_dir / f"panel_{split}.json")
@@ -201,29 +202,16 @@ class Trainer:
         if main and not resume:
             cut_traces(self.run_dir, 0)  # a new run in a folder: no traces of an earlier attempt
         if resume:
-            found = load_latest(self.ckpt_dir, self.model, self.optimizer, self.scheduler)
-            check_same(self.world, None if found is None else found[1]["iteration"], "the checkpoint to resume from")
-            if found is None:
-                log.warning("--resume: no checkpoint in %s; starting from scratch (rows of the earlier "
-                            "attempt discarded)", self.ckpt_dir)
-                for p in self.logger.row_files if self.logger else ():
-                    p.unlink(missing_ok=True)
-                if main:
-                    cut_traces(self.run_dir, 0)
-            else:
-                ckpt, state = found
-                if not self.train_panel.matches(state.get("train_panel_hash")):  # format-1 hashes too
-                    raise SeedRLError(f"cannot resume: train panel changed ({state.get('train_panel_hash')} "
-                                      f"-> {self.train_panel.hash})")
-                self.iteration = state["iteration"]
-                self.panel_position = state["panel_position"]
-                self.traj_counter = state["traj_counter"]
-                if main:
-                    for p in self.logger.row_files:
-                        cut_rows(p, self.iteration)
-                    cut_traces(self.run_dir, self.iteration)  # traces are rows too
+            state = restore_checkpoint(self.ckpt_dir, self.model, self.optimizer, self.scheduler, self.world,
+                                       self.train_panel)
+            if state is not None:
+                self.iteration, self.panel_position, self.traj_counter = (
+                    state["iteration"], state["panel_position"], state["traj_counter"])
+            if main:  # rows and traces back to the checkpoint's iteration (none: no rows at all)
+                rewind_rows(self.run_dir, self.logger.row_files, None if state is None else self.iteration)
+                if state is not None:
                     record_resume_config(self.run_dir, cfg, self.iteration, changes)
-                log.info("resumed from %s at iteration %d", ckpt, self.iteration)
+            if state is not None:
                 self._sync_backend()  # the checkpoint's weights, not the initial ones
         barrier(self.world)
 
@@ -287,9 +275,15 @@ class Trainer:
         return self.updater.update(batch, self.iteration)
 
     # ------------------------------------------------------------------ loop
-    def _log_evals(self, results: dict[str, dict[str, Any]]) -> None:
-        for res in results.values():
+    def _evaluate(self, initial: dict[str, dict[str, Any]] | None = None, first: bool = False) -> dict[str, Any]:
+        """Rank 0 evaluates (``first``: the starting policy, reusing ``initial``; see
+        :class:`~seedrl.train.evaluation.Evaluator`) on full weights and logs the rows."""
+        with fsdp.gathered(self.model):
+            evals = (self.evaluator.initial(initial) if first
+                     else self.evaluator.run(f"iter_{self.iteration:06d}", self.iteration))
+        for res in evals.values():
             self.logger.log_eval(res)
+        return evals
 
     def train_iteration(self) -> dict[str, Any]:
         """One iteration: collect -> score (old, reference log-probs) -> analyze and re-score (methods with
@@ -446,9 +440,7 @@ class Trainer:
         remove_orphans(self.ckpt_dir)
         summary: dict[str, Any] = {} if self.skill_source is None else {"skill_source": self.skill_source}
         if evaluates_first(c, self.iteration):
-            with fsdp.gathered(self.model):
-                evals = self.evaluator.initial(initial_eval)
-            self._log_evals(evals)
+            evals = self._evaluate(initial_eval, first=True)
             summary["evals_before"] = evals
             summary["eval_before"] = next(iter(evals.values()))
         barrier(self.world)
@@ -458,10 +450,7 @@ class Trainer:
                 metrics = self.train_iteration()
                 if evaluates_now(c, self.iteration):
                     t0 = time.perf_counter()
-                    with fsdp.gathered(self.model):
-                        evals = self.evaluator.run(f"iter_{self.iteration:06d}", self.iteration)
-                    self._log_evals(evals)
-                    metrics |= eval_metrics(evals)
+                    metrics |= eval_metrics(self._evaluate())
                     metrics["time/eval"] = time.perf_counter() - t0
                     barrier(self.world)
                 if self._checkpoint_s is not None:
@@ -482,9 +471,7 @@ class Trainer:
         if evaluates_last(c, self.iteration):
             if self.iteration > 0:  # rows of an earlier final evaluation of this iteration (a resumed run)
                 cut_rows(self.logger.eval_path, self.iteration - 1)
-            with fsdp.gathered(self.model):
-                evals = self.evaluator.run(f"iter_{self.iteration:06d}", self.iteration)
-            self._log_evals(evals)
+            evals = self._evaluate()
             summary["evals_after"] = evals
             summary["eval_after"] = next(iter(evals.values()))
         self.logger.close()
