@@ -9,6 +9,7 @@ equal contiguous blocks, each with its own seed, and keep the global ids the epi
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +21,15 @@ from seedrl.config import TrainConfig
 from seedrl.envs.panels import Panel
 from seedrl.envs.registry import env_class
 from seedrl.rollout.backends import SamplingParams
-from seedrl.rollout.executors import EnvExecutor, EnvFactory
+from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
 from seedrl.rollout.runner import RolloutSettings, rollout
 from seedrl.rollout.types import Trajectory
 from seedrl.train.distributed import World, shard_seed, task_block
+
+log = logging.getLogger(__name__)
+
+#: iterations in a row without an update at which the first warning comes (then at 2x, 4x, ...)
+SKIP_STREAK_WARN = 3
 
 
 def rollout_settings(cfg: TrainConfig, temperature: float | None = None) -> RolloutSettings:
@@ -116,3 +122,30 @@ def sample_groups(cfg: TrainConfig, trajs: list[Trajectory], play_round: Callabl
                   "sampling/groups_played": len({t.group_id for t in played}),
                   "sampling/groups_kept": len({t.group_id for t in kept}),
                   "sampling/success_rate_played": sum(t.won for t in played) / max(1, len(played))}
+
+
+def env_pool(cfg: TrainConfig) -> EnvExecutor | None:
+    """A warm worker pool of the process and Ray executors, to keep for the run (worker start-up costs
+    seconds); ``None`` for threads."""
+    e = cfg.env
+    if e.executor == "thread":
+        return None
+    return make_executor(e.executor, EnvFactory(e.name, e.kwargs), workers=e.workers, ray_address=e.ray_address,
+                         keep_warm=True)
+
+
+def warn_skip_streak(streak: int, iteration: int, first: int = SKIP_STREAK_WARN) -> None:
+    """After ``first`` iterations in a row without an update (``streak``, the last one ``iteration``),
+    a warning that names the fix; again, as an error line, each time the streak doubles."""
+    q, r = divmod(streak, first)
+    if q == 0 or r or q & (q - 1):  # only at first, 2 x first, 4 x first, ...
+        return
+    since = iteration - streak + 1
+    fix = ("raise algo.dynamic_sampling_rounds or rollout.tasks_per_batch, or start from a policy whose groups "
+           "are not all won or all lost")
+    if streak == first:
+        log.warning("%d iterations in a row (%d-%d) made no update: dynamic sampling kept no group with mixed "
+                    "outcomes, so the policy is not learning; %s", streak, since, iteration, fix)
+    else:
+        log.error("STILL no update: %d iterations in a row (since iteration %d) kept no group with mixed "
+                  "outcomes; this run is spending its episodes without learning; %s", streak, since, fix)

@@ -1,12 +1,14 @@
-"""The RL loop shared by every method. It reads like the algorithm:
+"""The RL loop shared by every method, and its state. An iteration reads as its stages, each a call
+into its own module (and timed: ``time/<stage>`` in the metrics):
 
-    rollout -> old log-probs -> reference log-probs
-            -> [analysis -> re-scoring]     (methods with skills: skill per trajectory, teacher log-probs)
-            -> advantages -> PPO epochs (+ the method's signal) -> eval -> checkpoint
+    collect (collect) -> score: old and reference log-probs (scoring)
+            -> analyze and re-score with skills (scoring; methods with skills) -> advantages (scoring)
+            -> update (update) -> evaluate (evaluation) -> save (checkpoint)
 
-Each stage is named and timed (``time/<stage>`` in the metrics). A method is a configuration of
-this loop (``algo.name``, one entry of :mod:`seedrl.methods`), never a copy of it: the loop asks the
-method for its analyzer, its teacher prompts and its signal, and names no method.
+with the batch's metrics (metrics), the run folder and resume checks (resume) and the trained model's
+setup (policy) beside. A method is a configuration of this loop (``algo.name``, one entry of
+:mod:`seedrl.methods`), never a copy of it: the loop asks the method for its analyzer, its teacher
+prompts and its signal, and names no method.
 """
 
 from __future__ import annotations
@@ -28,25 +30,13 @@ from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write
 from seedrl.methods.runtime import build_method
 from seedrl.rollout.backends import backend_options, make_backend
-from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
+from seedrl.rollout.executors import EnvExecutor
 from seedrl.rollout.types import StepSample, Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
 from seedrl.train import fsdp
-from seedrl.train.checkpoint import (
-    checkpoint_dirs,
-    cut_rows,
-    fsync_file,
-    remove_orphans,
-    save_checkpoint,
-)
-from seedrl.train.collect import next_tasks, play, sample_groups
-from seedrl.train.distributed import (
-    World,
-    barrier,
-    process_layout,
-    rank_device,
-    setup,
-)
+from seedrl.train.checkpoint import checkpoint_dirs, cut_rows, fsync_file, remove_orphans, save_checkpoint
+from seedrl.train.collect import env_pool, next_tasks, play, sample_groups, warn_skip_streak
+from seedrl.train.distributed import World, barrier, process_layout, rank_device, setup
 from seedrl.train.evaluation import (
     Evaluator,
     eval_metrics,
@@ -56,14 +46,8 @@ from seedrl.train.evaluation import (
     saves_now,
 )
 from seedrl.train.logger import MetricsLogger
-from seedrl.train.metrics import (
-    COLLAPSED_NLL,
-    batch_metrics,
-    skill_metrics,
-    stage_timer,
-    whole_batch,
-)
-from seedrl.train.policy import adamw, build_trained
+from seedrl.train.metrics import COLLAPSED_NLL, batch_metrics, skill_metrics, stage_timer, whole_batch
+from seedrl.train.policy import build_trained
 from seedrl.train.resume import (
     check_resume_config,
     record_resume_config,
@@ -81,8 +65,6 @@ from seedrl.train.update import (
     replay_pool,
     sample_keys,
     training_samples,
-    warmup_factor,
-    warmup_schedule,
 )
 
 log = logging.getLogger(__name__)
@@ -97,15 +79,10 @@ def seed_everything(seed: int) -> None:
 class Trainer:
     """One RL run in ``cfg.run_dir``.
 
-    A new run refuses a run folder that already holds checkpoints or metric rows (``--resume``
-    continues it; a new run needs another run_dir). ``resume=True`` checks the new config against
-    the run's ``config.yaml`` (see :data:`RESUME_SAFE_KEYS`: other changes are refused in one line
-    naming each key and its old -> new value), loads the newest intact checkpoint (damaged ones are
-    skipped with a warning, see :mod:`seedrl.train.checkpoint`) and cuts the row files back to its
-    iteration, so the resumed run writes exactly the rows an uninterrupted one would. Config rule:
-    ``config.yaml`` is always the config in effect; when a resume changes safe settings, the first
-    config is kept once as ``config.original.yaml`` and each change is appended to
-    ``config_changes.jsonl`` ({"iteration", "time", "changes": {key: {"old", "new"}}}).
+    A new run refuses a run folder that already holds checkpoints or metric rows; ``resume=True``
+    continues one: its config is checked against the run's (:mod:`seedrl.train.resume`: unsafe
+    changes are refused, safe ones recorded), the newest intact checkpoint loaded and the rows cut
+    back to its iteration, so the resumed run writes exactly the rows an uninterrupted one would.
 
     Several processes (``accelerate launch``/``torchrun``, see :mod:`seedrl.train.distributed`):
     each rank plays its block of the batch's tasks and the update is the one of the whole global
@@ -147,11 +124,6 @@ class Trainer:
         self.ref_model, self.fsdp_plan, self._ddp = trained.ref_model, trained.fsdp_plan, trained.ddp
         if main:
             atomic_write(self.run_dir / "precision.json", json.dumps(asdict(self.precision), indent=1))
-        self.optimizer = adamw(self.model, cfg.optim.lr, cfg.optim.weight_decay)
-        #: the scheduler steps once per iteration (``optim.warmup_ratio``, as verl) or once per
-        #: optimizer step (``optim.warmup_steps``); its state is in every checkpoint
-        lr_per_iteration, warm = warmup_schedule(cfg.optim.warmup_steps, cfg.optim.warmup_ratio, cfg.iterations)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_factor(warm))
         #: hf shares the policy's weights; vllm holds a copy, synced after every update (and a resume)
         self.backend = make_backend(cfg.rollout.backend, self.model, self.tokenizer, bf16=self.precision.bf16,
                                     seed=cfg.seed, **backend_options(cfg.rollout))
@@ -174,10 +146,10 @@ class Trainer:
         self.eval_panel = next(iter(self.eval_panels.values()))
         #: (prompt ids, response ids) of the expert demonstrations replayed in every mini-batch (PPO-ptx)
         self.replay_pairs = replay_pool(cfg, self.tokenizer) if cfg.algo.replay_coef > 0 else []
-        #: the PPO update; its forwards run through the DDP wrapper, or the (possibly sharded) policy
-        self.updater = Updater(cfg, self.world, self.model, self._ddp if self._ddp is not None else self.model,
-                               self._ddp, self.optimizer, self.scheduler, lr_per_iteration, self.method,
-                               self.tokenizer, self.precision, self.device, self.replay_pairs, self.ckpt_dir)
+        #: the PPO update, with the optimizer and the learning-rate scheduler (both in every checkpoint)
+        self.updater = Updater(cfg, self.world, self.model, self._ddp, self.method, self.tokenizer, self.precision,
+                               self.device, self.replay_pairs, self.ckpt_dir)
+        self.optimizer, self.scheduler = self.updater.optimizer, self.updater.scheduler
         self.evaluator = Evaluator(cfg, self.backend, self.tokenizer, self.eval_panels, self.run_dir)
         if main:
             self.evaluator.warn_oversized()
@@ -185,9 +157,7 @@ class Trainer:
             for split, panel in self.eval_panels.items():
                 panel.save(self.run_dir / f"panel_{split}.json")
 
-        self.iteration = 0
-        self.panel_position = 0
-        self.traj_counter = 0
+        self.iteration = self.panel_position = self.traj_counter = 0  # the state a checkpoint keeps
         #: seconds the last checkpoint save took; logged as ``time/checkpoint`` in the next row
         #: (the row of an iteration is written before its checkpoint, see :meth:`train`)
         self._checkpoint_s: float | None = None
@@ -243,14 +213,10 @@ class Trainer:
                              self.scorer.returns)
 
     def _env_pool(self) -> EnvExecutor | None:
-        """The warm worker pool of the process and Ray executors, started at the first rollout and
-        kept for the run (worker start-up costs seconds; :meth:`close` ends it); ``None`` for threads."""
-        e = self.cfg.env
-        if e.executor == "thread":
-            return None
+        """The run's warm env worker pool (:func:`seedrl.train.collect.env_pool`), started at the first
+        rollout; :meth:`close` ends it."""
         if self._pool is None:
-            self._pool = make_executor(e.executor, EnvFactory(e.name, e.kwargs), workers=e.workers,
-                                       ray_address=e.ray_address, keep_warm=True)
+            self._pool = env_pool(self.cfg)
         return self._pool
 
     def close(self) -> None:
@@ -361,29 +327,9 @@ class Trainer:
                     self.iteration, sampling["sampling/rounds"], sampling["sampling/episodes"])
         self._iterations_run += 1
         self._skip_streak += 1
-        self._warn_skip_streak()
+        warn_skip_streak(self._skip_streak, self.iteration)
         return sampling | {"update/skipped": 1, "iteration": self.iteration} | {
             f"time/{k}": v for k, v in timings.items()}
-
-    #: iterations in a row without an update at which the first warning comes (then at 2x, 4x, ...)
-    SKIP_STREAK_WARN = 3
-
-    def _warn_skip_streak(self) -> None:
-        """After ``SKIP_STREAK_WARN`` iterations in a row without an update, a warning that names the
-        fix; again, as an error line, each time the streak doubles."""
-        n, first = self._skip_streak, self.SKIP_STREAK_WARN
-        q, r = divmod(n, first)
-        if q == 0 or r or q & (q - 1):  # only at first, 2 x first, 4 x first, ...
-            return
-        since = self.iteration - n + 1
-        fix = ("raise algo.dynamic_sampling_rounds or rollout.tasks_per_batch, or start from a policy whose groups "
-               "are not all won or all lost")
-        if n == first:
-            log.warning("%d iterations in a row (%d-%d) made no update: dynamic sampling kept no group with mixed "
-                        "outcomes, so the policy is not learning; %s", n, since, self.iteration, fix)
-        else:
-            log.error("STILL no update: %d iterations in a row (since iteration %d) kept no group with mixed "
-                      "outcomes; this run is spending its episodes without learning; %s", n, since, fix)
 
     def save_trace(self, trajs: list[Trajectory], samples: list[StepSample], old_logp: list[torch.Tensor],
                    adv: torch.Tensor, teacher_logp: list[torch.Tensor] | None, signal: torch.Tensor | None,

@@ -26,6 +26,7 @@ from seedrl.rollout.types import StepSample, Trajectory
 from seedrl.train import fsdp
 from seedrl.train.checkpoint import newest_checkpoint_note, nonfinite_weights
 from seedrl.train.distributed import World, all_gather, dummy_loss, sample_layout, sum_stats
+from seedrl.train.policy import adamw
 
 log = logging.getLogger(__name__)
 
@@ -174,20 +175,21 @@ def warmup_factor(warm: int):
 
 
 class Updater:
-    """The PPO update of a run (see the module docstring). ``model`` is the policy, ``trained`` what the
-    update's forwards run through (the DDP wrapper ``ddp``, or the possibly sharded policy);
-    ``lr_per_iteration``: the scheduler steps once per iteration, else once per optimizer step
-    (:func:`warmup_schedule`); ``replay_pairs``: the (prompt ids, response ids) replayed in every
-    mini-batch (:func:`replay_pool`; empty without replay); ``ckpt_dir`` is named when a step makes the
-    weights non-finite."""
+    """The PPO update of a run (see the module docstring). ``model`` is the policy; the update's forwards
+    run through ``ddp`` (the DDP wrapper of replicas over several processes) or the (possibly sharded)
+    policy. It builds the optimizer (AdamW, :func:`seedrl.train.policy.adamw`) and the learning-rate
+    scheduler, which steps once per iteration or once per optimizer step (:func:`warmup_schedule`);
+    ``replay_pairs``: the (prompt ids, response ids) replayed in every mini-batch (:func:`replay_pool`;
+    empty without replay); ``ckpt_dir`` is named when a step makes the weights non-finite."""
 
-    def __init__(self, cfg: TrainConfig, world: World, model: torch.nn.Module, trained: torch.nn.Module,
-                 ddp: torch.nn.Module | None, optimizer: torch.optim.Optimizer,
-                 scheduler: torch.optim.lr_scheduler.LRScheduler, lr_per_iteration: bool, method: Any,
-                 tokenizer: Any, precision: Any, device: torch.device,
+    def __init__(self, cfg: TrainConfig, world: World, model: torch.nn.Module, ddp: torch.nn.Module | None,
+                 method: Any, tokenizer: Any, precision: Any, device: torch.device,
                  replay_pairs: list[tuple[list[int], list[int]]], ckpt_dir: Path) -> None:
-        self.cfg, self.world, self.model, self._trained, self._ddp = cfg, world, model, trained, ddp
-        self.optimizer, self.scheduler, self.lr_per_iteration = optimizer, scheduler, lr_per_iteration
+        self.cfg, self.world, self.model, self._ddp = cfg, world, model, ddp
+        self._trained = ddp if ddp is not None else model
+        self.optimizer = adamw(model, cfg.optim.lr, cfg.optim.weight_decay)
+        self.lr_per_iteration, warm = warmup_schedule(cfg.optim.warmup_steps, cfg.optim.warmup_ratio, cfg.iterations)
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_factor(warm))
         self.method, self.tokenizer, self.precision, self.device = method, tokenizer, precision, device
         self.replay_pairs, self.ckpt_dir = replay_pairs, ckpt_dir
         #: the iterations done before this update (seeds its mini-batch draw; names it in messages)

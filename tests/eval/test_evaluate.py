@@ -106,7 +106,7 @@ def test_env_executor_setting_reaches_training_rollouts_and_evaluation(tmp_path,
     import multiprocessing
 
     from seedrl.rollout import runner
-    from seedrl.train import trainer as trainer_mod
+    from seedrl.train import collect as collect_mod
 
     made: dict[str, list[str]] = {"eval": [], "pool": []}
 
@@ -117,14 +117,14 @@ def test_env_executor_setting_reaches_training_rollouts_and_evaluation(tmp_path,
         return make
 
     monkeypatch.setattr(runner, "make_executor", recording("eval", runner.make_executor))
-    make_pool = recording("pool", trainer_mod.make_executor)
+    make_pool = recording("pool", collect_mod.make_executor)
 
     def pool_with_restarts(*a, **k):  # as if two workers had been replaced before the first row
         pool = make_pool(*a, **k)
         pool.restarts = 2
         return pool
 
-    monkeypatch.setattr(trainer_mod, "make_executor", pool_with_restarts)
+    monkeypatch.setattr(collect_mod, "make_executor", pool_with_restarts)
     rows = {}
     for ex in ("thread", "process"):
         made["eval"].clear()
