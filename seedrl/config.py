@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from seedrl.envs.registry import DEFAULT_ENV
 from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write
-from seedrl.methods import METHOD_NAMES, METHODS
+from seedrl.methods import METHOD_NAMES, METHODS, MICRO_BATCH_MEAN, OPD_AGGS, SIGNAL_TOKEN_MEAN
 
 #: range-checked field types: a bad value fails when the config is built, naming the field. Every
 #: float is finite (``.inf``, ``inf`` and ``nan`` are refused: an infinite rate or coefficient makes
@@ -203,7 +203,7 @@ class AlgoConfig(_Strict):
     #: ``optim.micro_batch_size`` samples (which then shapes the update); ``signal_token_mean``: a
     #: token-mean over all the mini-batch's tokens with a skill, up to 1/coverage larger with sparse
     #: skills, what every run before this key used (their saved configs load as it, load_run_config)
-    opd_agg: Literal["micro_batch_mean", "signal_token_mean"] = "micro_batch_mean"
+    opd_agg: Literal[OPD_AGGS] = MICRO_BATCH_MEAN  # one of seedrl.methods.OPD_AGGS
     opid_coef: NonNegFloat = 1e-3
     skill_sd_coef: NonNegFloat = 1e-3
     #: sdar, skill_sd, grpo_opsd: folder of <task type>.md skill files (default: the ones shipped for
@@ -379,7 +379,7 @@ class TrainConfig(_Strict):
     def opd_per_micro_batch(self) -> bool:
         """True when the method's OPD term is averaged per micro-batch (``algo.opd_agg``
         ``micro_batch_mean`` with an OPD signal): ``optim.micro_batch_size`` then shapes the update."""
-        return self.algo.opd_agg == "micro_batch_mean" and METHODS[self.algo.name].signal == "opd"
+        return self.algo.opd_agg == MICRO_BATCH_MEAN and METHODS[self.algo.name].signal == "opd"
 
     @model_validator(mode="after")
     def _method_defaults(self) -> TrainConfig:
@@ -623,7 +623,7 @@ def _legacy_defaults(data: dict[str, Any], version: int) -> None:
     if isinstance(algo, dict) and algo and "opd_agg" not in algo:
         spec = METHODS.get(algo.get("name", "grpo"))
         if spec is not None and spec.signal == "opd":
-            algo["opd_agg"] = "signal_token_mean"
+            algo["opd_agg"] = SIGNAL_TOKEN_MEAN
 
 
 def load_run_config(path: str | Path) -> TrainConfig:

@@ -182,8 +182,12 @@ class SampleLayout:
 
     def local(self, global_idx: list[int]) -> list[int]:
         """This rank's local indices among ``global_idx``, in that order."""
+        return [i - self.offset for i in self.own(global_idx, global_idx)]
+
+    def own(self, global_idx: list[int], values: list[Any]) -> list[Any]:
+        """``values`` (one per index of ``global_idx``) of this rank's samples, aligned with :meth:`local`."""
         lo, hi = self.offset, self.offset + self.count
-        return [i - lo for i in global_idx if lo <= i < hi]
+        return [v for v, i in zip(values, global_idx) if lo <= i < hi]
 
     def most_micro_batches(self, global_idx: list[int], micro_batch_size: int) -> int:
         """The largest number of micro-batches any rank cuts its share of ``global_idx`` into (what

@@ -19,6 +19,7 @@ from typing import Any
 
 from seedrl.config import TrainConfig, load_run_config, save_config
 from seedrl.errors import SeedRLError
+from seedrl.methods import MICRO_BATCH_MEAN
 from seedrl.train.checkpoint import cut_rows, fsync_file, load_latest
 from seedrl.train.distributed import World, check_same
 from seedrl.train.traces import cut_traces
@@ -80,7 +81,7 @@ def unsafe_in_this_run(old: TrainConfig, new: TrainConfig) -> dict[str, str]:
     ``optim.micro_batch_size`` when the OPD term is a mean over micro-batches (``algo.opd_agg``)."""
     out: dict[str, str] = {}
     if old.opd_per_micro_batch or new.opd_per_micro_batch:
-        out["optim.micro_batch_size"] = "algo.opd_agg micro_batch_mean averages the OPD term over micro-batches"
+        out["optim.micro_batch_size"] = f"algo.opd_agg {MICRO_BATCH_MEAN} averages the OPD term over micro-batches"
     a = warmup_schedule(old.optim.warmup_steps, old.optim.warmup_ratio, old.iterations)
     b = warmup_schedule(new.optim.warmup_steps, new.optim.warmup_ratio, new.iterations)
     if a[0] and b[0] and a != b:

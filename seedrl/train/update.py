@@ -235,8 +235,7 @@ class Updater:
                     w = signal_weights(torch.tensor([lengths[i] for i in idx]), torch.tensor([flags[i] for i in idx]),
                                        torch.arange(len(idx)) // o.micro_batch_size, self.method.signal.agg).tolist()
                     signal_total = sum(wi * lengths[i] for wi, i in zip(w, idx))
-                    lo, hi = layout.offset, layout.offset + layout.count
-                    signal_w = [wi for wi, i in zip(w, idx) if lo <= i < hi]  # aligned with layout.local(idx)
+                    signal_w = layout.own(idx, w)  # this rank's, aligned with layout.local(idx)
                 # sharded: each backward is a collective, so every rank runs as many micro-batches
                 micro = (layout.most_micro_batches(idx, o.micro_batch_size)
                          if fsdp.is_sharded(self.model) else None)

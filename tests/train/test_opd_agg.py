@@ -128,3 +128,15 @@ def test_dedupe_keeps_seeds_opd_term(tmp_path):
     scale = max(float(g.abs().max()) for g in grads[0].values())
     assert scale > 0 and grads[0].keys() == grads[1].keys()
     assert max(float((grads[0][name] - grads[1][name]).abs().max()) for name in grads[0]) < 1e-5 * scale
+
+
+def test_the_opd_agg_names_are_written_once():
+    """``algo.opd_agg``'s names live in seedrl.methods (torch-free, so the config reads them); the tensor
+    math's own tuple must not drift from them (seedrl.algos.OPD_AGGS, which should import them)."""
+    import typing
+
+    from seedrl.algos import OPD_AGGS as ALGOS_AGGS
+    from seedrl.config import AlgoConfig
+    from seedrl.methods import OPD_AGGS
+
+    assert typing.get_args(AlgoConfig.model_fields["opd_agg"].annotation) == OPD_AGGS == ALGOS_AGGS
