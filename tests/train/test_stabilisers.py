@@ -12,7 +12,6 @@ import torch
 import seedrl.train.update as update_mod
 from seedrl.agent.parsing import action_span, decision_mask, parse_action
 from seedrl.errors import SeedRLError
-from seedrl.train.metrics import gradient_shares
 from seedrl.train.trainer import Trainer
 from seedrl.train.update import replay_draw
 from tests.helpers import tiny_cfg
@@ -128,36 +127,6 @@ def test_decision_mask_with_two_blocks_marks_only_the_last(tiny_tokenizer):
     assert _masked_text(tiny_tokenizer, ids, mask) == "up"
     k0 = next(k for k in range(len(ids) + 1) if len(tiny_tokenizer.decode(ids[:k])) >= len(first))
     assert not any(mask[:k0])  # nothing of the first block
-
-
-# --------------------------------------------------------------------------- #
-# gradient_shares                                                             #
-# --------------------------------------------------------------------------- #
-def test_gradient_shares_by_hand():
-    # weights |A| * (1 - p_old):  s0 (A=1):  p 0.5, 0.75   -> 0.5, 0.25
-    #                             s1 (A=-2): p 0.5, 0.9, 1 -> 1.0, 0.2, 0.0
-    #                             s2 (A=0):  p 0.1         -> 0
-    #                             s3 (A=3):  no tokens
-    adv = torch.tensor([1.0, -2.0, 0.0, 3.0])
-    old = [torch.tensor([0.5, 0.75]).log(), torch.tensor([0.5, 0.9, 1.0]).log(), torch.tensor([0.1]).log(),
-           torch.zeros(0)]
-    decision = [[False, True], [True, False, True], [True], []]
-    m = gradient_shares(adv, old, decision)
-    assert set(m) == {"grad/pos_share", "grad/neg_share", "grad/decision_share", "grad/decision_token_frac",
-                      "rollout/decision_nll"}
-    # decision tokens' -log p: 0.75, 0.5, 1.0 and 0.1
-    assert m["rollout/decision_nll"] == pytest.approx(-(math.log(0.75) + math.log(0.5) + 0 + math.log(0.1)) / 4)
-    total = 0.5 + 0.25 + 1.0 + 0.2
-    assert m["grad/pos_share"] == pytest.approx(0.75 / total, rel=1e-6)
-    assert m["grad/neg_share"] == pytest.approx(1.2 / total, rel=1e-6)
-    assert m["grad/decision_share"] == pytest.approx((0.25 + 1.0 + 0.0) / total, rel=1e-6)
-    assert m["grad/decision_token_frac"] == pytest.approx(4 / 6)
-
-
-def test_gradient_shares_without_any_advantage_give_no_shares():
-    old = [torch.tensor([0.5, 0.75]).log(), torch.tensor([0.2]).log()]
-    m = gradient_shares(torch.zeros(2), old, [[True, False], [False]])
-    assert m == {"grad/decision_token_frac": pytest.approx(1 / 3), "rollout/decision_nll": pytest.approx(-math.log(0.5))}
 
 
 # --------------------------------------------------------------------------- #
