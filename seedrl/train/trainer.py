@@ -193,7 +193,6 @@ class Trainer:
             with fsdp.gathered(self.model):
                 sync(self.model)
 
-    # ------------------------------------------------------------------ tasks
     # ------------------------------------------------------------------ stages
     def collect(self, timings: dict[str, float], round_: int = 0) -> list[Trajectory]:
         """This process's trajectories of the next batch (:func:`seedrl.train.collect.play`) on the
