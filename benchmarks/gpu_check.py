@@ -94,7 +94,7 @@ def emit(args, trainer, work: Path, n_params: int, build_s: float, load_s: float
 def rollout_only(args, cfg, trainer, work: Path, n_params: int, build_s: float, load_s: float) -> None:
     """N rollouts of the whole batch (tasks x group episodes in lockstep, one generate per turn)."""
     from seedrl.train.fsdp import gathered
-    from seedrl.train.trainer import training_samples
+    from seedrl.train.update import training_samples
 
     runs = []
     for _ in range(args.rollout_only):

@@ -30,7 +30,7 @@ from seedrl.models.scoring import batched_logprobs
 from seedrl.rollout.backends import HFBackend
 from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import encode_messages, rollout
-from seedrl.train.trainer import rollout_settings
+from seedrl.train.collect import rollout_settings
 
 
 def move_distribution(model, tok, env, obs: str, title: str) -> dict[str, float]:

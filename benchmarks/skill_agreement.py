@@ -28,7 +28,7 @@ from seedrl.provenance import git_commit
 from seedrl.rollout.backends import make_backend
 from seedrl.rollout.runner import rollout
 from seedrl.skills.analyzers.oracle import OracleAnalyzer
-from seedrl.train.trainer import rollout_settings
+from seedrl.train.collect import rollout_settings
 
 #: the kinds of advice the sokoban oracle writes, recognised by their wording (first match wins)
 SOKOBAN_KINDS = [

@@ -6,7 +6,7 @@ and train nothing, so the plain quantiles of the shift can sit at 0 while the to
 lot. This script reads the traces a run wrote (``traces/iter_*.json``: a few trajectories per
 iteration, token by token) and reports, over the response tokens with a teacher log-prob:
 
-- the trainer's own shift statistics (:func:`seedrl.train.trainer.shift_stats`: size weighted by
+- the trainer's own shift statistics (:func:`seedrl.train.metrics.shift_stats`: size weighted by
   ``1 - p_old``, agreement with the advantage's sign, share above one nat, 1st/99th percentiles),
   and the gate's departure from the uniform 0.5 of ``seed_nogate``/``grpo_opsd``, plain and weighted;
 - token counts, tail tokens and mean shift by token kind (markup such as ``<action>``, digits,
@@ -73,7 +73,7 @@ def shifted_tokens(run_dirs: list[Path]) -> list[dict]:
 def report(rows: list[dict], tail: float, top: int) -> str:
     import torch
 
-    from seedrl.train.trainer import shift_stats
+    from seedrl.train.metrics import shift_stats
 
     n = len(rows)
     big = [r for r in rows if abs(r["delta"]) > tail]

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from seedrl.envs.registry import DEFAULT_ENV
 from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write
-from seedrl.methods import METHOD_NAMES, METHODS
+from seedrl.methods import METHOD_NAMES, METHODS, MICRO_BATCH_MEAN, OPD_AGGS, SIGNAL_TOKEN_MEAN
 
 #: range-checked field types: a bad value fails when the config is built, naming the field. Every
 #: float is finite (``.inf``, ``inf`` and ``nan`` are refused: an infinite rate or coefficient makes
@@ -203,7 +203,7 @@ class AlgoConfig(_Strict):
     #: ``optim.micro_batch_size`` samples (which then shapes the update); ``signal_token_mean``: a
     #: token-mean over all the mini-batch's tokens with a skill, up to 1/coverage larger with sparse
     #: skills, what every run before this key used (their saved configs load as it, load_run_config)
-    opd_agg: Literal["micro_batch_mean", "signal_token_mean"] = "micro_batch_mean"
+    opd_agg: Literal[OPD_AGGS] = MICRO_BATCH_MEAN  # one of seedrl.methods.OPD_AGGS
     opid_coef: NonNegFloat = 1e-3
     skill_sd_coef: NonNegFloat = 1e-3
     #: sdar, skill_sd, grpo_opsd: folder of <task type>.md skill files (default: the ones shipped for
@@ -379,7 +379,7 @@ class TrainConfig(_Strict):
     def opd_per_micro_batch(self) -> bool:
         """True when the method's OPD term is averaged per micro-batch (``algo.opd_agg``
         ``micro_batch_mean`` with an OPD signal): ``optim.micro_batch_size`` then shapes the update."""
-        return self.algo.opd_agg == "micro_batch_mean" and METHODS[self.algo.name].signal == "opd"
+        return self.algo.opd_agg == MICRO_BATCH_MEAN and METHODS[self.algo.name].signal == "opd"
 
     @model_validator(mode="after")
     def _method_defaults(self) -> TrainConfig:
@@ -573,8 +573,11 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 
 def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: list[str] | None = None):
-    """Read a YAML preset (or defaults), apply ``key=value`` overrides, validate."""
+    """Read a YAML preset (or defaults), apply ``key=value`` overrides, validate. A run's saved
+    ``config.yaml`` read as a preset loads too: its ``config_version`` is not a setting (see
+    :func:`load_run_config` for reading it as the run read it)."""
     data: dict[str, Any] = read_config_file(path) if path is not None else {}
+    data.pop(CONFIG_VERSION_KEY, None)
     for key, value in parse_overrides(overrides):
         _set_path(data, key, value)
     try:
@@ -583,14 +586,26 @@ def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: l
         raise _explain(exc, cls) from None
 
 
-def load_run_config(path: str | Path) -> TrainConfig:
-    """A run folder's saved ``config.yaml``. A run saved before ``skills.analysis_prompt`` existed (its
-    ``skills`` section lists every other key, as every save does) used the legacy analyzer prompt: it
-    loads as ``legacy``, so resuming or evaluating it never switches prompts silently (and its env keeps the
-    defaults of that era, ``Env.legacy_kwargs``, e.g. this project's step prompt on real ALFWorld). Likewise a run of
-    a method with an OPD term saved before ``algo.opd_agg`` existed averaged that term over the signal
-    tokens: it loads as ``signal_token_mean`` (other methods have no OPD term: the default stays)."""
-    data: dict[str, Any] = read_config_file(path)
+#: the top-level key of a run's saved ``config.yaml`` that says which defaults it was saved under
+CONFIG_VERSION_KEY = "config_version"
+#: the version :func:`save_config` writes into a run's ``config.yaml``. Bump it (and add the old
+#: version's defaults to :func:`_legacy_defaults`) when a default changes what a run computes.
+RUN_CONFIG_VERSION = 1
+#: the version of a ``config.yaml`` without ``config_version``: saved before versions were written
+LEGACY_CONFIG_VERSION = 0
+
+
+def _legacy_defaults(data: dict[str, Any], version: int) -> None:
+    """Give the saved config ``data`` of ``version`` the defaults of its time, in place.
+
+    Version 0 (no ``config_version``: saved before versions were written) had no version to say its
+    era; every save lists every key of its time, so the missing keys tell it. A config without
+    ``skills.analysis_prompt`` used the legacy analyzer prompt (and its env the defaults of that era,
+    ``Env.legacy_kwargs``, e.g. this project's step prompt on real ALFWorld); a method with an OPD
+    term without ``algo.opd_agg`` averaged that term over the signal tokens (``signal_token_mean``;
+    other methods have no OPD term: the default stays). Version 1 saves every key; nothing to add."""
+    if version != LEGACY_CONFIG_VERSION:
+        return
     skills = data.get("skills")
     if isinstance(skills, dict) and skills and "analysis_prompt" not in skills:
         skills["analysis_prompt"] = "legacy"
@@ -608,7 +623,20 @@ def load_run_config(path: str | Path) -> TrainConfig:
     if isinstance(algo, dict) and algo and "opd_agg" not in algo:
         spec = METHODS.get(algo.get("name", "grpo"))
         if spec is not None and spec.signal == "opd":
-            algo["opd_agg"] = "signal_token_mean"
+            algo["opd_agg"] = SIGNAL_TOKEN_MEAN
+
+
+def load_run_config(path: str | Path) -> TrainConfig:
+    """A run folder's saved ``config.yaml``, with the defaults of the version it was saved under
+    (``config_version``; absent: :data:`LEGACY_CONFIG_VERSION`, see :func:`_legacy_defaults`), so
+    resuming or evaluating an old run never switches its analyzer prompt, env defaults or OPD
+    aggregation silently. A version newer than this seedrl's is refused."""
+    data: dict[str, Any] = read_config_file(path)
+    version = data.pop(CONFIG_VERSION_KEY, LEGACY_CONFIG_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= RUN_CONFIG_VERSION:
+        raise SeedRLError(f"config {str(path)!r} has config_version {version!r}; this seedrl reads versions "
+                          f"0-{RUN_CONFIG_VERSION} (a newer seedrl saved it: upgrade seedrl to read it)")
+    _legacy_defaults(data, version)
     try:
         return TrainConfig.model_validate(data)
     except ValidationError as exc:
@@ -629,4 +657,9 @@ def with_overrides(cfg: _Strict, overrides: list[str] | None):
 
 
 def save_config(cfg: BaseModel, path: str | Path) -> None:
-    atomic_write(path, yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))  # never a half config.yaml
+    """Write ``cfg`` as YAML, atomically (never a half config.yaml). A run config (:class:`TrainConfig`)
+    starts with ``config_version`` (:data:`RUN_CONFIG_VERSION`), which :func:`load_run_config` reads."""
+    data = cfg.model_dump(mode="json")
+    if isinstance(cfg, TrainConfig):
+        data = {CONFIG_VERSION_KEY: RUN_CONFIG_VERSION} | data
+    atomic_write(path, yaml.safe_dump(data, sort_keys=False))

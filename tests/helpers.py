@@ -43,9 +43,9 @@ def mixed_outcomes():
     rule its groups come out mixed and a resume test compares real updates. A pure function of the sampled
     tokens, so an uninterrupted and a resumed run see the same outcomes. (A subprocess installs it with
     ``m = mixed_outcomes(); m.__enter__()``, keeping ``m``: a collected generator would undo it.)"""
-    import seedrl.train.trainer as trainer_mod
+    import seedrl.train.collect as collect_mod
 
-    real = trainer_mod.rollout
+    real = collect_mod.rollout
 
     def rollout(*args, **kwargs):
         trajs = real(*args, **kwargs)
@@ -59,11 +59,11 @@ def mixed_outcomes():
                 t.won = won
         return trajs
 
-    trainer_mod.rollout = rollout
+    collect_mod.rollout = rollout
     try:
         yield
     finally:
-        trainer_mod.rollout = real
+        collect_mod.rollout = real
 
 
 def assert_updated(rows: list[dict], *, signal: bool = True) -> None:

@@ -120,8 +120,10 @@ def test_the_loop_names_no_method():
     such as the checkpoint's "seed", the run's RNG seed, is not one)."""
     from seedrl.methods import METHODS
 
-    named = sorted(set(METHODS) & _string_constants(PKG / "train" / "trainer.py", dict_keys=False))
-    assert not named, f"train/trainer.py names methods {named}: methods belong in seedrl/methods"
+    # the loop and the stage modules it calls
+    for name in ("trainer", "collect", "scoring", "update", "metrics", "evaluation", "resume"):
+        named = sorted(set(METHODS) & _string_constants(PKG / "train" / f"{name}.py", dict_keys=False))
+        assert not named, f"train/{name}.py names methods {named}: methods belong in seedrl/methods"
 
 
 def test_environment_names_live_only_in_their_rooms():

@@ -214,6 +214,6 @@ def test_num_tasks_beyond_the_panel_says_it_plays_them_all(tmp_path, caplog):
     from seedrl.train.trainer import Trainer
     from tests.helpers import tiny_cfg
 
-    with caplog.at_level(logging.WARNING, logger="seedrl.train.trainer"):
+    with caplog.at_level(logging.WARNING, logger="seedrl.train.evaluation"):
         Trainer(tiny_cfg(tmp_path / "run", **{"eval.num_tasks": 5000})).close()
     assert any("eval.num_tasks=5000 is more than the" in r.getMessage() for r in caplog.records)

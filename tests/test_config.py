@@ -140,11 +140,44 @@ def test_a_run_saved_before_analysis_prompt_existed_loads_as_legacy(tmp_path):
     assert load_run_config(saved).skills.analysis_prompt == "seed"
     del data["skills"]["analysis_prompt"]
     saved.write_text(yaml.safe_dump(data))
+    assert load_run_config(saved).skills.analysis_prompt == "seed"  # versioned: a missing key is today's default
+    del data["config_version"]  # saved before versions were written: the keys of its time say its era
+    saved.write_text(yaml.safe_dump(data))
     assert load_run_config(saved).skills.analysis_prompt == "legacy"
     assert "prompt_style" not in load_run_config(saved).env.kwargs  # not an alfworld run: untouched
     data["env"]["name"] = "alfworld"
     saved.write_text(yaml.safe_dump(data))
     assert load_run_config(saved).env.kwargs["prompt_style"] == "seedrl"  # its step prompt, not verl-agent's
+
+
+def test_a_saved_run_config_carries_its_version_and_loads_by_it(tmp_path):
+    """save_config writes config_version into a run's config.yaml (not into an SFT run's); load_run_config
+    keys the legacy defaults on it (absent: the legacy version), refuses a newer one, and a run's
+    config.yaml given as a preset (``seedrl train -c run/config.yaml --resume``) still loads."""
+    from seedrl.config import LEGACY_CONFIG_VERSION, RUN_CONFIG_VERSION, load_run_config
+
+    saved = tmp_path / "config.yaml"
+    cfg = TrainConfig(algo={"name": "seed"})
+    save_config(cfg, saved)
+    assert saved.read_text().startswith(f"config_version: {RUN_CONFIG_VERSION}\n")
+    assert load_run_config(saved) == cfg and load_config(TrainConfig, saved) == cfg
+    save_config(SFTConfig(), tmp_path / "sft.yaml")
+    assert "config_version" not in (tmp_path / "sft.yaml").read_text()
+    # today's version: a key left out takes today's default, never an era guessed from its absence
+    data = yaml.safe_load(saved.read_text())
+    del data["algo"]["opd_agg"]
+    saved.write_text(yaml.safe_dump(data))
+    assert load_run_config(saved).algo.opd_agg == "micro_batch_mean"
+    # the legacy version, absent or written: SEED's OPD term averaged over the signal tokens then
+    for version in (None, LEGACY_CONFIG_VERSION):
+        data.pop("config_version", None)
+        saved.write_text(yaml.safe_dump(data | ({} if version is None else {"config_version": version})))
+        assert load_run_config(saved).algo.opd_agg == "signal_token_mean"
+    for bad in (RUN_CONFIG_VERSION + 1, "1", -1):
+        saved.write_text(yaml.safe_dump(data | {"config_version": bad}))
+        with pytest.raises(SeedRLError, match="config_version") as exc:
+            load_run_config(saved)
+        assert "\n" not in str(exc.value)
 
 
 def test_the_legacy_autocast_key_is_honoured_or_refused_never_ignored():

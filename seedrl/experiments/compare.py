@@ -415,7 +415,7 @@ def build_cell(cfg: TrainConfig, algo: str, seed: int, splits: list[str], *, wal
                    "total": int(round(rollout_tokens)) + int(analysis_tokens),
                    "analysis_prompt": int(sum(m.get("skills/prompt_tokens", 0) for m in metrics))},
         "diagnostics": diagnostics,
-        # per iteration, one hash per episode (seedrl.train.trainer.rollout_digests): which episodes twin cells share
+        # per iteration, one hash per episode (seedrl.train.metrics.rollout_digests): which episodes twin cells share
         "rollout_digests": {str(m["iteration"]): m["rollout/digests"] for m in metrics if m.get("rollout/digests")},
         "config_hash": config_hash(cfg), "shared_config_hash": shared_config_hash(cfg),
         "panel_hashes": {"train": train_panel["hash"], **{s: curve[-1]["panels"][s]["panel_hash"] for s in splits}},
@@ -453,7 +453,8 @@ def _store_initial_eval(path: Path, key: str, run_dir: Path, splits: list[str]) 
 def run_cell(spec: CompareSpec, algo: str, seed: int, echo: Callable[[str], None]) -> dict[str, Any]:
     """Run (or resume, or skip) one cell; return its cell JSON."""
     from seedrl.train.checkpoint import latest_checkpoint
-    from seedrl.train.trainer import ROW_FILES, Trainer
+    from seedrl.train.resume import ROW_FILES
+    from seedrl.train.trainer import Trainer
 
     name = cell_name(spec.label(algo), seed)
     cfg = cell_config(spec, algo, seed)

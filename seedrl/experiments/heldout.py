@@ -87,7 +87,7 @@ def start_prompts(config: dict[str, Any], task_ids: list[str]) -> dict[str, str]
 
 
 def replay_source(config: dict[str, Any]) -> dict[str, Any] | None:
-    """The arguments of :func:`seedrl.train.trainer.replay_demonstrations` a run with this config replayed
+    """The arguments of :func:`seedrl.train.update.replay_demonstrations` a run with this config replayed
     (keys it predates take today's defaults); None without replay."""
     from seedrl.config import AlgoConfig
 
@@ -148,7 +148,7 @@ def demonstration_start_tasks(cells: list[dict[str, Any]], split: str) -> tuple[
     all cells, so that they keep one panel); ``checked``: the demonstrations compared with, in words;
     ``unchecked``: what could not be checked, in words. No env is built where there is nothing to check."""
     from seedrl.models.loading import TINY_CONFIGS
-    from seedrl.train.trainer import replay_demonstrations
+    from seedrl.train.update import replay_demonstrations
 
     replay: dict[str, dict[str, Any]] = {}
     sft: dict[str, dict[str, Any]] = {}

@@ -1,7 +1,7 @@
 """The lessons of a run: the hindsight skills of ``skills.jsonl`` grouped into recurring lessons.
 
 Every method with skills (SEED and its family, the static-skill methods) appends one row per
-analysed trajectory to ``<run_dir>/skills.jsonl`` (``Trainer.save_skills``: iteration, traj_id,
+analysed trajectory to ``<run_dir>/skills.jsonl`` (``seedrl.train.traces.write_skills``: iteration, traj_id,
 task_id, success, skill, summary, error, raw). This module groups the skills that say the same thing
 and reports, per lesson, how often it recurs per iteration, whether it fades as training goes on
 (the policy has distilled it) or keeps coming back, the success rate of the trajectories it was

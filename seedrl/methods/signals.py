@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from torch import Tensor
 
 from seedrl.algos import opd_loss, opid_advantage, skill_sd_loss
+from seedrl.methods import MICRO_BATCH_MEAN, SIGNAL_TOKEN_MEAN
 
 
 @dataclass
@@ -35,8 +36,8 @@ class Signal:
     """No signal (GRPO): the advantages and the loss are left alone."""
 
     name = "none"
-    #: how the trainer averages this signal's loss term over a mini-batch (``seedrl.algos.OPD_AGGS``)
-    agg = "signal_token_mean"
+    #: how the trainer averages this signal's loss term over a mini-batch (``seedrl.methods.OPD_AGGS``)
+    agg = SIGNAL_TOKEN_MEAN
 
     def advantage(self, adv: Tensor, teacher: Tensor, old: Tensor, tmask: Tensor) -> Tensor:
         return adv
@@ -52,7 +53,7 @@ class OPD(Signal):
 
     beta: float
     coef: float
-    agg: str = "micro_batch_mean"
+    agg: str = MICRO_BATCH_MEAN
     name = "opd"
 
     def loss(self, logp, old, teacher, tmask):

@@ -182,8 +182,12 @@ class SampleLayout:
 
     def local(self, global_idx: list[int]) -> list[int]:
         """This rank's local indices among ``global_idx``, in that order."""
+        return [i - self.offset for i in self.own(global_idx, global_idx)]
+
+    def own(self, global_idx: list[int], values: list[Any]) -> list[Any]:
+        """``values`` (one per index of ``global_idx``) of this rank's samples, aligned with :meth:`local`."""
         lo, hi = self.offset, self.offset + self.count
-        return [i - lo for i in global_idx if lo <= i < hi]
+        return [v for v, i in zip(values, global_idx) if lo <= i < hi]
 
     def most_micro_batches(self, global_idx: list[int], micro_batch_size: int) -> int:
         """The largest number of micro-batches any rank cuts its share of ``global_idx`` into (what
@@ -235,3 +239,21 @@ def data_parallel(model: torch.nn.Module, device: torch.device) -> torch.nn.Modu
                                   broadcast_buffers=False)
     ddp.register_comm_hook(None, _sum_hook)
     return ddp
+
+
+def process_layout(cfg: Any, world: World, rollout_shards: int) -> int:
+    """How many blocks a batch is played in: the processes of ``world``, or ``rollout_shards`` in a single
+    process (tests: the per-block seeds of a run of that many processes). Refuses what does not run
+    across processes yet, and a batch that does not cut into equal blocks (:func:`task_block`)."""
+    if world.active and rollout_shards != 1:
+        raise SeedRLError("rollout_shards is for a single process; several processes shard by rank")
+    task_block(cfg.rollout.tasks_per_batch, world if world.active else World(0, rollout_shards))
+    shards = world.size if world.active else rollout_shards
+    if world.active and cfg.optim.split_distinct:
+        raise SeedRLError("optim.split_distinct groups one process's identical samples into one mini-batch; "
+                          "with several processes set optim.split_distinct=false")
+    a = cfg.algo
+    if shards != 1 and (a.dynamic_sampling or a.keep_group_frac < 1 or a.replay_coef > 0):
+        raise SeedRLError("algo.dynamic_sampling, algo.keep_group_frac < 1 and algo.replay_coef > 0 run in a "
+                          "single process for now; launch one process or turn them off")
+    return shards

@@ -47,7 +47,7 @@ from seedrl.rollout.backends import backend_options, make_backend
 from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import rollout
 from seedrl.skills.prompts import STEP_BASE, analysis_messages, skill_target
-from seedrl.train.trainer import rollout_settings
+from seedrl.train.collect import rollout_settings
 
 
 def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, temperature: float | None = None,

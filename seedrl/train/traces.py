@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from seedrl.envs.registry import env_class
 from seedrl.rollout.types import StepSample, Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
 
@@ -196,3 +197,29 @@ def write_trace(run_dir: Path, trace: dict[str, Any]) -> Path:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     return path
+
+
+def save_iteration_trace(run_dir: Path, cfg: Any, iteration: int, trajs: list[Trajectory], samples: list[StepSample],
+                         old_logp: list[torch.Tensor], adv: torch.Tensor, teacher_logp: list[torch.Tensor] | None,
+                         signal: torch.Tensor | None, results: list[AnalysisResult] | None, tokenizer: Any,
+                         method_signal: Any) -> Path:
+    """Build (:func:`build_trace`, as the run config ``cfg`` says) and write the trace of ``iteration``."""
+    trace = build_trace(iteration, trajs, samples, old_logp, adv, teacher_logp, signal, results,
+                        k=cfg.log.trace_trajectories, max_bytes=cfg.log.trace_max_bytes,
+                        seed=cfg.seed * 9_973 + iteration, tokenizer=tokenizer,
+                        gate_beta=getattr(method_signal, "beta", None), method=cfg.algo.name,
+                        signal_name=method_signal.name, task_type=env_class(cfg.env.name).task_type)
+    return write_trace(run_dir, trace)
+
+
+def write_skills(run_dir: Path, iteration: int, trajs: list[Trajectory], results: list[AnalysisResult]) -> None:
+    """One ``skills.jsonl`` row per analysed trajectory of ``iteration``, so a run's skills can be read later."""
+    by_id = {t.traj_id: t for t in trajs}
+    with (run_dir / "skills.jsonl").open("a") as f:
+        for r in results:
+            t = by_id[r.traj_id]
+            f.write(json.dumps({"iteration": iteration, "traj_id": r.traj_id, "task_id": t.task_id,
+                                "success": t.won, "skill": r.skill, "summary": r.summary, "error": r.error,
+                                "fact_agrees": r.fact_agrees, "raw": r.raw[:2000]}
+                               | ({"step_skills": {str(k): v for k, v in sorted(r.step_skills.items())}}
+                                  if r.skill and r.step_skills else {})) + "\n")

@@ -1,87 +1,71 @@
-"""The RL loop shared by every method. It reads like the algorithm:
+"""The RL loop shared by every method, and its state. An iteration reads as its stages, each a call
+into its own module (and timed: ``time/<stage>`` in the metrics):
 
-    rollout -> old log-probs -> reference log-probs
-            -> [analysis -> re-scoring]     (methods with skills: skill per trajectory, teacher log-probs)
-            -> advantages -> PPO epochs (+ the method's signal) -> eval -> checkpoint
+    collect (collect) -> score: old and reference log-probs (scoring)
+            -> analyze and re-score with skills (scoring; methods with skills) -> advantages (scoring)
+            -> update (update) -> evaluate (evaluation) -> save (checkpoint)
 
-Each stage is named and timed (``time/<stage>`` in the metrics). A method is a configuration of
-this loop (``algo.name``, one entry of :mod:`seedrl.methods`), never a copy of it: the loop asks the
-method for its analyzer, its teacher prompts and its signal, and names no method.
+with the batch's metrics (metrics), the run folder and resume checks (resume) and the trained model's
+setup (policy) beside. A method is a configuration of this loop (``algo.name``, one entry of
+:mod:`seedrl.methods`), never a copy of it: the loop asks the method for its analyzer, its teacher
+prompts and its signal, and names no method.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import random
-import shutil
 import time
-from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from seedrl.agent.parsing import decision_mask
-from seedrl.algos import (
-    grpo_advantages,
-    invalid_action_penalty,
-    kl_k3,
-    length_discount,
-    ppo_clip_loss,
-    scale_by_sign,
-    select_groups,
-    signal_weights,
-    token_mean,
-)
 from seedrl.config import TrainConfig, save_config
 from seedrl.envs.panels import build_panel
-from seedrl.envs.registry import env_class
 from seedrl.errors import SeedRLError
-from seedrl.eval.evaluate import evaluate
 from seedrl.fileio import atomic_write
 from seedrl.methods.runtime import build_method
-from seedrl.methods.teacher import teacher_prompt_ids
-from seedrl.models.loading import load_model
-from seedrl.models.scoring import batched_logprobs, forward_logprobs, pack, right_align
-from seedrl.rollout.backends import SamplingParams, backend_options, make_backend
-from seedrl.rollout.executors import EnvExecutor, EnvFactory, make_executor
-from seedrl.rollout.runner import RolloutSettings, rollout
-from seedrl.rollout.types import StepSample, Trajectory, penalized
+from seedrl.rollout.backends import backend_options, make_backend
+from seedrl.rollout.executors import EnvExecutor
+from seedrl.rollout.types import StepSample, Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
-from seedrl.skills.facts import check_facts, fact_metrics
 from seedrl.train import fsdp
-from seedrl.train.checkpoint import (
-    checkpoint_dirs,
-    cut_rows,
-    fsync_file,
-    load_latest,
-    newest_checkpoint_note,
-    nonfinite_weights,
-    remove_orphans,
-    save_checkpoint,
-)
-from seedrl.train.distributed import (
-    World,
-    all_gather,
-    barrier,
-    check_same,
-    data_parallel,
-    dummy_loss,
-    rank_device,
-    sample_layout,
-    setup,
-    shard_seed,
-    sum_stats,
-    task_block,
+from seedrl.train.checkpoint import checkpoint_dirs, cut_rows, fsync_file, remove_orphans, save_checkpoint
+from seedrl.train.collect import env_pool, next_tasks, play, sample_groups, warn_skip_streak
+from seedrl.train.distributed import World, barrier, process_layout, rank_device, setup
+from seedrl.train.evaluation import (
+    Evaluator,
+    eval_metrics,
+    evaluates_first,
+    evaluates_last,
+    evaluates_now,
+    saves_now,
 )
 from seedrl.train.logger import MetricsLogger
-from seedrl.train.policy import adamw, build_policy
+from seedrl.train.metrics import COLLAPSED_NLL, batch_metrics, skill_metrics, stage_timer, whole_batch
+from seedrl.train.policy import build_trained
+from seedrl.train.resume import (
+    check_resume_config,
+    record_resume_config,
+    restore_checkpoint,
+    rewind_rows,
+    used_run_dir,
+)
 from seedrl.train.runlock import RunLock, lock_run_dir
-from seedrl.train.traces import build_trace, cut_traces, write_trace
+from seedrl.train.scoring import Scorer, unique_pairs
+from seedrl.train.traces import cut_traces, save_iteration_trace, write_skills
+from seedrl.train.update import (
+    UpdateBatch,
+    Updater,
+    check_samples,
+    replay_pool,
+    sample_keys,
+    training_samples,
+)
 
 log = logging.getLogger(__name__)
 
@@ -92,118 +76,13 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-@dataclass
-class UpdateBatch:
-    """What one update reads, aligned by step sample: ``old_logp``/``ref_logp``/``teacher_logp`` are
-    per-sample 1-D log-prob tensors over the response tokens, ``adv`` [N] one advantage per sample
-    (broadcast over its tokens), ``signal`` [N] 1 where the sample's trajectory has a skill."""
-
-    samples: list[StepSample]
-    old_logp: list[torch.Tensor]
-    adv: torch.Tensor
-    ref_logp: list[torch.Tensor] | None = None
-    teacher_logp: list[torch.Tensor] | None = None
-    signal: torch.Tensor | None = None
-    #: per sample, what makes two samples' losses identical (:func:`sample_keys`); None: no merging
-    keys: list[tuple] | None = None
-
-
-#: below this mean NLL (nats) of its sampled action tokens the first iteration warns of a collapsed start
-COLLAPSED_NLL = 0.05
-
-#: files of a run folder whose rows carry an "iteration" (MetricsLogger.row_files)
-ROW_FILES = ("metrics.jsonl", "eval.jsonl", "skills.jsonl")
-
-#: config keys a resumed run may change: none of them changes what the run computes (its task
-#: stream, batch shapes, method, model, environment, seed or update math), only how long it runs,
-#: how often it saves, what is logged and evaluated, and how fast or where it computes. Entries
-#: are keys or sections (a section covers every key under it). Every other change is refused.
-#: ``optim.micro_batch_size`` only splits a mini-batch into gradient-accumulation pieces (the same
-#: update up to float rounding; not with ``algo.opd_agg`` micro_batch_mean, see
-#: :func:`unsafe_in_this_run`), as ``optim.dedupe`` only merges identical samples (the same update
-#: up to float rounding); ``model.gradient_checkpointing`` trades memory for recomputation;
-#: ``env.workers``/``env.step_timeout_s`` are the env pool's parallelism and hang guard (results
-#: never depend on the number of workers); ``skills.api.{base_url,api_key_env,timeout_s,concurrency}``
-#: say where and how fast the analyzer endpoint is reached, not which model answers. Refused, for
-#: example: ``seed``, ``model.*`` (also ``model.device``: with ``precision=auto`` it can switch the
-#: compute precision), ``env.*``, ``rollout.*``, ``algo.*``, ``skills.*``, the rest of ``optim.*``.
-RESUME_SAFE_KEYS = (
-    "run_dir", "iterations", "save_every", "keep_checkpoints", "torch_threads", "log", "eval",
-    "env.workers", "env.step_timeout_s", "env.executor", "env.ray_address", "model.gradient_checkpointing",
-    "optim.micro_batch_size", "optim.dedupe", "skills.api.base_url", "skills.api.api_key_env",
-    "skills.api.timeout_s", "skills.api.concurrency", "rollout.vllm_gpu_memory_utilization", "rollout.vllm_kv_cache_gb",
-    "rollout.vllm_enforce_eager", "rollout.vllm_sleep",
-)
-
-
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and v:
-            out |= _flatten(v, key + ".")
-        else:
-            out[key] = v
-    return out
-
-
-def config_changes(old: TrainConfig, new: TrainConfig) -> dict[str, tuple[Any, Any]]:
-    """{dotted key: (old value, new value)} for every setting that differs."""
-    a, b = _flatten(old.model_dump(mode="json")), _flatten(new.model_dump(mode="json"))
-    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}
-
-
-def resume_safe(key: str) -> bool:
-    return any(key == s or key.startswith(s + ".") for s in RESUME_SAFE_KEYS)
-
-
-def unsafe_in_this_run(old: TrainConfig, new: TrainConfig) -> dict[str, str]:
-    """{key: why} for the keys of :data:`RESUME_SAFE_KEYS` whose change from ``old`` to ``new`` does
-    change what this run computes: ``iterations`` when ``optim.warmup_ratio`` spreads the warm-up
-    over them and the warm-up length (``int(warmup_ratio * iterations)``) changes;
-    ``optim.micro_batch_size`` when the OPD term is a mean over micro-batches (``algo.opd_agg``)."""
-    out: dict[str, str] = {}
-    if old.opd_per_micro_batch or new.opd_per_micro_batch:
-        out["optim.micro_batch_size"] = "algo.opd_agg micro_batch_mean averages the OPD term over micro-batches"
-    a = warmup_schedule(old.optim.warmup_steps, old.optim.warmup_ratio, old.iterations)
-    b = warmup_schedule(new.optim.warmup_steps, new.optim.warmup_ratio, new.iterations)
-    if a[0] and b[0] and a != b:
-        out["iterations"] = f"optim.warmup_ratio warms up over {a[1]} -> {b[1]} iterations"
-    return out
-
-
-def warmup_schedule(warmup_steps: int, warmup_ratio: float, iterations: int) -> tuple[bool, int]:
-    """``(per_iteration, warm)``: the learning-rate scheduler steps once per iteration over a warm-up
-    of ``int(warmup_ratio * iterations)`` iterations (``optim.warmup_ratio``, verl's
-    ``lr_warmup_steps_ratio`` over its training steps), or once per optimizer step over
-    ``warmup_steps`` steps."""
-    if warmup_ratio > 0:
-        return True, int(warmup_ratio * iterations)
-    return False, max(0, warmup_steps)
-
-
-def warmup_factor(warm: int):
-    """The LambdaLR multiplier after ``s`` scheduler steps: ``min(1, (s + 1) / warm)``, a linear rise
-    whose first step already runs at ``lr / warm`` and which stays at 1 from step ``warm - 1`` on;
-    1 throughout when ``warm`` is 0. (verl's ``get_constant_schedule_with_warmup`` gives
-    ``min(1, s / warm)``: its first update runs at rate 0; docs/deviations.md.)"""
-    def factor(s: int) -> float:
-        return min(1.0, (s + 1) / warm) if warm else 1.0
-    return factor
-
-
 class Trainer:
     """One RL run in ``cfg.run_dir``.
 
-    A new run refuses a run folder that already holds checkpoints or metric rows (``--resume``
-    continues it; a new run needs another run_dir). ``resume=True`` checks the new config against
-    the run's ``config.yaml`` (see :data:`RESUME_SAFE_KEYS`: other changes are refused in one line
-    naming each key and its old -> new value), loads the newest intact checkpoint (damaged ones are
-    skipped with a warning, see :mod:`seedrl.train.checkpoint`) and cuts the row files back to its
-    iteration, so the resumed run writes exactly the rows an uninterrupted one would. Config rule:
-    ``config.yaml`` is always the config in effect; when a resume changes safe settings, the first
-    config is kept once as ``config.original.yaml`` and each change is appended to
-    ``config_changes.jsonl`` ({"iteration", "time", "changes": {key: {"old", "new"}}}).
+    A new run refuses a run folder that already holds checkpoints or metric rows; ``resume=True``
+    continues one: its config is checked against the run's (:mod:`seedrl.train.resume`: unsafe
+    changes are refused, safe ones recorded), the newest intact checkpoint loaded and the rows cut
+    back to its iteration, so the resumed run writes exactly the rows an uninterrupted one would.
 
     Several processes (``accelerate launch``/``torchrun``, see :mod:`seedrl.train.distributed`):
     each rank plays its block of the batch's tasks and the update is the one of the whole global
@@ -215,17 +94,7 @@ class Trainer:
         self.cfg = cfg
         #: this process's rank and the number of processes (a single process: SINGLE)
         self.world: World = setup(cfg.model.device)
-        if self.world.active and rollout_shards != 1:
-            raise SeedRLError("rollout_shards is for a single process; several processes shard by rank")
-        task_block(cfg.rollout.tasks_per_batch, self.world if self.world.active else World(0, rollout_shards))
-        self.rollout_shards = self.world.size if self.world.active else rollout_shards
-        if self.world.active and cfg.optim.split_distinct:
-            raise SeedRLError("optim.split_distinct groups one process's identical samples into one mini-batch; "
-                              "with several processes set optim.split_distinct=false")
-        a = cfg.algo
-        if self.rollout_shards != 1 and (a.dynamic_sampling or a.keep_group_frac < 1 or a.replay_coef > 0):
-            raise SeedRLError("algo.dynamic_sampling, algo.keep_group_frac < 1 and algo.replay_coef > 0 run in a "
-                              "single process for now; launch one process or turn them off")
+        self.rollout_shards = process_layout(cfg, self.world, rollout_shards)
         main = self.world.main
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
@@ -234,20 +103,11 @@ class Trainer:
         #: one live process per run folder (seedrl.train.runlock), taken before the folder is read
         self._lock: RunLock | None = lock_run_dir(self.run_dir) if main else None
         has_ckpt = bool(checkpoint_dirs(self.ckpt_dir))
-        if not resume:
-            rows = [n for n in ROW_FILES if (self.run_dir / n).exists() and (self.run_dir / n).stat().st_size > 0]
-            if has_ckpt or rows:
-                self._release_lock()
-            if has_ckpt:
-                raise SeedRLError(f"{self.run_dir} already holds checkpoints; pass --resume to continue it "
-                                  f"or choose another run_dir")
-            if rows:
-                raise SeedRLError(f"{self.run_dir} holds {', '.join(rows)} of an earlier run but no checkpoint; "
-                                  f"pass --resume to restart it from scratch in place (its rows are discarded) "
-                                  f"or choose another run_dir")
-        changes: dict[str, tuple[Any, Any]] = {}
-        if resume and has_ckpt:
-            changes = self._check_resume_config(cfg)
+        problem = None if resume else used_run_dir(self.run_dir, has_ckpt)
+        if problem:
+            self._release_lock()
+            raise SeedRLError(problem)
+        changes = check_resume_config(self.run_dir, cfg) if resume and has_ckpt else {}
         barrier(self.world)  # every rank has checked the run folder before rank 0 writes into it
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if main and (not resume or not has_ckpt):
@@ -257,44 +117,21 @@ class Trainer:
         m = cfg.model.model_copy(update={"device": rank_device(self.world, cfg.model.device)})
         self.device = torch.device(m.device)
 
-        #: FSDP, when the accelerate config asks for it (seedrl.train.fsdp); None: every rank a replica
-        self.fsdp_plan = fsdp.requested_plan()
-        if self.fsdp_plan is not None and not torch.distributed.is_initialized():
-            log.warning("FSDP asked for, but no launcher started a process group: training unsharded")
-            self.fsdp_plan = None
-        if self.fsdp_plan is not None and self.fsdp_plan.activation_checkpointing:
-            m = m.model_copy(update={"gradient_checkpointing": True})
-        policy = build_policy(m, what="policy")
-        self.tokenizer, self.model, self.precision = policy.tokenizer, policy.model, policy.precision
+        #: the policy (FSDP-sharded when the accelerate config asks for it, else DDP replicas over several
+        #: processes: ``_ddp``), its tokenizer and precision, and the KL term's reference model (or None)
+        trained = build_trained(cfg, m, self.world)
+        self.tokenizer, self.model, self.precision = trained.tokenizer, trained.model, trained.precision
+        self.ref_model, self.fsdp_plan, self._ddp = trained.ref_model, trained.fsdp_plan, trained.ddp
         if main:
             atomic_write(self.run_dir / "precision.json", json.dumps(asdict(self.precision), indent=1))
-        self.ref_model = None
-        if cfg.algo.kl_coef > 0 and not m.lora:  # LoRA: the reference is the base with adapters off
-            self.ref_model = load_model(m.name, m.dtype, m.device, None, m.init_seed, tokenizer=self.tokenizer,
-                                        trust_remote_code=m.trust_remote_code)
-            self.ref_model.requires_grad_(False).eval()
-        if self.fsdp_plan is not None:  # before the optimizer, which must hold the sharded parameters
-            layers = fsdp.shard(self.model, self.fsdp_plan)
-            if self.ref_model is not None:
-                fsdp.shard(self.ref_model, self.fsdp_plan)
-            log.info("FSDP: %s sharded over %d processes (layers: %s; reshard after forward: %s)", m.name,
-                     self.world.size, ", ".join(layers) or "root only", self.fsdp_plan.reshard_after_forward)
-        #: replicas: torch DDP, summing the gradients (seedrl.train.distributed.data_parallel)
-        self._ddp = (data_parallel(self.model, self.device)
-                     if self.world.active and self.fsdp_plan is None else None)
-        #: what the update's forwards run through: the DDP wrapper, or the (possibly sharded) policy
-        self._trained = self._ddp if self._ddp is not None else self.model
-        self.optimizer = adamw(self.model, cfg.optim.lr, cfg.optim.weight_decay)
-        #: the scheduler steps once per iteration (``optim.warmup_ratio``, as verl) or once per
-        #: optimizer step (``optim.warmup_steps``); its state is in every checkpoint
-        self.lr_per_iteration, warm = warmup_schedule(cfg.optim.warmup_steps, cfg.optim.warmup_ratio, cfg.iterations)
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_factor(warm))
         #: hf shares the policy's weights; vllm holds a copy, synced after every update (and a resume)
         self.backend = make_backend(cfg.rollout.backend, self.model, self.tokenizer, bf16=self.precision.bf16,
                                     seed=cfg.seed, **backend_options(cfg.rollout))
         #: the method: its table entry (skills, placement), its signal object and its analyzer
         self.method = build_method(cfg, self.backend, self.tokenizer, bf16=self.precision.bf16)
         self.analyzer = self.method.analyzer
+        #: the log-probs (old, reference, teacher) and advantages of a batch
+        self.scorer = Scorer(cfg, self.model, self.ref_model, self.tokenizer, self.precision, self.method)
         #: which skill text a static-skill run (sdar, skill_sd, grpo_opsd) uses: layout, folder, hash
         self.skill_source: dict[str, Any] | None = getattr(self.analyzer, "source", None)
         if self.skill_source is not None and main:
@@ -307,20 +144,20 @@ class Trainer:
         #: every evaluated panel, primary (``eval.split`` or the first of ``eval.splits``) first
         self.eval_panels = {s: build_panel(e.name, s, None, **e.kwargs) for s in cfg.eval.split_list}
         self.eval_panel = next(iter(self.eval_panels.values()))
-        for split, panel in self.eval_panels.items():
-            if main and cfg.eval.num_tasks and cfg.eval.num_tasks > len(panel.task_ids):  # subset() plays them all
-                log.warning("eval.num_tasks=%d is more than the %d tasks of %s/%s; evaluating all %d",
-                            cfg.eval.num_tasks, len(panel.task_ids), e.name, split, len(panel.task_ids))
         #: (prompt ids, response ids) of the expert demonstrations replayed in every mini-batch (PPO-ptx)
         self.replay_pairs = replay_pool(cfg, self.tokenizer) if cfg.algo.replay_coef > 0 else []
+        #: the PPO update, with the optimizer and the learning-rate scheduler (both in every checkpoint)
+        self.updater = Updater(cfg, self.world, self.model, self._ddp, self.method, self.tokenizer, self.precision,
+                               self.device, self.replay_pairs, self.ckpt_dir)
+        self.optimizer, self.scheduler = self.updater.optimizer, self.updater.scheduler
+        self.evaluator = Evaluator(cfg, self.backend, self.tokenizer, self.eval_panels, self.run_dir)
         if main:
+            self.evaluator.warn_oversized()
             self.train_panel.save(self.run_dir / "panel_train.json")
             for split, panel in self.eval_panels.items():
                 panel.save(self.run_dir / f"panel_{split}.json")
 
-        self.iteration = 0
-        self.panel_position = 0
-        self.traj_counter = 0
+        self.iteration = self.panel_position = self.traj_counter = 0  # the state a checkpoint keeps
         #: seconds the last checkpoint save took; logged as ``time/checkpoint`` in the next row
         #: (the row of an iteration is written before its checkpoint, see :meth:`train`)
         self._checkpoint_s: float | None = None
@@ -335,29 +172,16 @@ class Trainer:
         if main and not resume:
             cut_traces(self.run_dir, 0)  # a new run in a folder: no traces of an earlier attempt
         if resume:
-            found = load_latest(self.ckpt_dir, self.model, self.optimizer, self.scheduler)
-            check_same(self.world, None if found is None else found[1]["iteration"], "the checkpoint to resume from")
-            if found is None:
-                log.warning("--resume: no checkpoint in %s; starting from scratch (rows of the earlier "
-                            "attempt discarded)", self.ckpt_dir)
-                for p in self.logger.row_files if self.logger else ():
-                    p.unlink(missing_ok=True)
-                if main:
-                    cut_traces(self.run_dir, 0)
-            else:
-                ckpt, state = found
-                if not self.train_panel.matches(state.get("train_panel_hash")):  # format-1 hashes too
-                    raise SeedRLError(f"cannot resume: train panel changed ({state.get('train_panel_hash')} "
-                                      f"-> {self.train_panel.hash})")
-                self.iteration = state["iteration"]
-                self.panel_position = state["panel_position"]
-                self.traj_counter = state["traj_counter"]
-                if main:
-                    for p in self.logger.row_files:
-                        cut_rows(p, self.iteration)
-                    cut_traces(self.run_dir, self.iteration)  # traces are rows too
-                    self._record_resume_config(changes)
-                log.info("resumed from %s at iteration %d", ckpt, self.iteration)
+            state = restore_checkpoint(self.ckpt_dir, self.model, self.optimizer, self.scheduler, self.world,
+                                       self.train_panel)
+            if state is not None:
+                self.iteration, self.panel_position, self.traj_counter = (
+                    state["iteration"], state["panel_position"], state["traj_counter"])
+            if main:  # rows and traces back to the checkpoint's iteration (none: no rows at all)
+                rewind_rows(self.run_dir, self.logger.row_files, None if state is None else self.iteration)
+                if state is not None:
+                    record_resume_config(self.run_dir, cfg, self.iteration, changes)
+            if state is not None:
                 self._sync_backend()  # the checkpoint's weights, not the initial ones
         barrier(self.world)
 
@@ -369,147 +193,29 @@ class Trainer:
             with fsdp.gathered(self.model):
                 sync(self.model)
 
-    # ------------------------------------------------------------------ resume config
-    def _check_resume_config(self, cfg: TrainConfig) -> dict[str, tuple[Any, Any]]:
-        """The safe changes of ``cfg`` against the run's ``config.yaml``; a one-line SeedRLError
-        naming every unsafe one (see :data:`RESUME_SAFE_KEYS`)."""
-        from seedrl.config import load_run_config
-
-        path = self.run_dir / "config.yaml"
-        if not path.exists():
-            log.warning("--resume: %s is missing; the settings of the run cannot be checked", path)
-            return {}
-        try:
-            old = load_run_config(path)
-        except SeedRLError as exc:
-            raise SeedRLError(f"cannot resume: {path} is unreadable ({exc})") from None
-        except Exception as exc:  # noqa: BLE001 - a damaged YAML file
-            raise SeedRLError(f"cannot resume: {path} is unreadable ({type(exc).__name__})") from None
-        changes = config_changes(old, cfg)
-        here = unsafe_in_this_run(old, cfg)
-        unsafe = {k: v for k, v in changes.items() if not resume_safe(k) or k in here}
-        if unsafe:
-            listed = ", ".join(f"{k} {json.dumps(a)} -> {json.dumps(b)}" + (f" ({here[k]})" if k in here else "")
-                               for k, (a, b) in unsafe.items())
-            raise SeedRLError(f"cannot resume {self.run_dir}: these settings change what the run computes: "
-                              f"{listed}; resume with the run's settings (its config.yaml) or start a new run_dir")
-        return changes
-
-    def _record_resume_config(self, changes: dict[str, tuple[Any, Any]]) -> None:
-        """Keep ``config.yaml`` the config in effect; the first config survives as
-        ``config.original.yaml`` and every change is a row of ``config_changes.jsonl``."""
-        cfg_path = self.run_dir / "config.yaml"
-        if not changes and cfg_path.exists():
-            return
-        if changes:
-            original = self.run_dir / "config.original.yaml"
-            if cfg_path.exists() and not original.exists():
-                shutil.copyfile(cfg_path, original)
-            row = {"iteration": self.iteration, "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-                   "changes": {k: {"old": a, "new": b} for k, (a, b) in changes.items()}}
-            with (self.run_dir / "config_changes.jsonl").open("a") as f:
-                f.write(json.dumps(row) + "\n")
-            fsync_file(self.run_dir / "config_changes.jsonl")
-            log.warning("--resume at iteration %d with changed settings (recorded in config_changes.jsonl): %s",
-                        self.iteration, ", ".join(f"{k} {a!r} -> {b!r}" for k, (a, b) in changes.items()))
-        save_config(self.cfg, cfg_path)
-
-    # ------------------------------------------------------------------ tasks
-    def next_tasks(self) -> list[str]:
-        """The next ``tasks_per_batch`` train tasks: the panel in a seeded order, reshuffled each epoch.
-
-        Depends only on (seed, panel_position), so a resumed run draws exactly the same tasks."""
-        n = len(self.train_panel)
-        out = []
-        for _ in range(self.cfg.rollout.tasks_per_batch):
-            epoch, idx = divmod(self.panel_position, n)
-            order = list(range(n))
-            random.Random(self.cfg.seed * 7919 + epoch).shuffle(order)
-            out.append(self.train_panel.task_ids[order[idx]])
-            self.panel_position += 1
-        return out
-
     # ------------------------------------------------------------------ stages
     def collect(self, timings: dict[str, float], round_: int = 0) -> list[Trajectory]:
-        """This process's trajectories of the next batch (every one of them in a single process).
-
-        With several processes (or ``rollout_shards``), the tasks are cut into equal contiguous
-        blocks; block ``r`` is played with seed ``shard_seed(base, r)`` and keeps the global
-        ``traj_id``s and ``group_id``s it has in the batch, so the blocks concatenated are the batch.
-        ``round_`` > 0: a further rollout of the same iteration (dynamic sampling) on the next tasks, with
-        its own seed; its group ids follow the earlier rounds'."""
-        tasks = self.next_tasks()
-        e = self.cfg.env
+        """This process's trajectories of the next batch (:func:`seedrl.train.collect.play`) on the
+        next ``tasks_per_batch`` tasks; ``round_`` > 0: a further round of dynamic sampling."""
+        tasks = next_tasks(self.train_panel, self.cfg.seed, self.panel_position, self.cfg.rollout.tasks_per_batch)
+        self.panel_position += len(tasks)
         base = self.cfg.seed * 100_003 + self.iteration + round_ * 10_000_019
-        gs = self.cfg.rollout.group_size
-        pool = self._env_pool()
-        if self.rollout_shards == 1:
-            trajs = rollout(self.backend, self.tokenizer, EnvFactory(e.name, e.kwargs), tasks, gs,
-                            rollout_settings(self.cfg), seed=base, traj_offset=self.traj_counter, timings=timings,
-                            executor=pool)
-        else:
-            shards = [self.world.rank] if self.world.active else range(self.rollout_shards)
-            trajs = []
-            for r in shards:
-                lo, hi = task_block(len(tasks), World(r, self.rollout_shards))
-                for t in rollout(self.backend, self.tokenizer, EnvFactory(e.name, e.kwargs), tasks[lo:hi], gs,
-                                 rollout_settings(self.cfg), seed=shard_seed(base, r),
-                                 traj_offset=self.traj_counter + lo * gs, timings=timings, executor=pool):
-                    t.group_id += lo
-                    for s in t.steps:
-                        s.group_id = t.group_id
-                    trajs.append(t)
-        self.traj_counter += len(tasks) * gs
-        if round_:
-            for t in trajs:
-                t.group_id += round_ * len(tasks)
-                for s in t.steps:
-                    s.group_id = t.group_id
+        trajs = play(self.backend, self.tokenizer, self.cfg, tasks, base, self.traj_counter, round_, self.world,
+                     self.rollout_shards, timings, self._env_pool())
+        self.traj_counter += len(tasks) * self.cfg.rollout.group_size
         return trajs
 
     def collect_batch(self, timings: dict[str, float]) -> tuple[list[Trajectory], dict[str, float]]:
-        """The trajectories of this iteration's update and the ``sampling/*`` metrics.
-
-        Without group filters: one rollout (:meth:`collect`). With ``algo.keep_group_frac`` < 1 the
-        groups of largest reward std are kept; with ``algo.dynamic_sampling`` (DAPO) groups whose
-        episode rewards are all equal are dropped and further rounds of ``tasks_per_batch`` tasks are
-        played until ``tasks_per_batch`` groups remain (equal and std are of :meth:`returns`) (then trimmed to it) or
-        ``dynamic_sampling_rounds`` rounds were played. Every played episode is counted."""
-        a = self.cfg.algo
-        trajs = self.collect(timings)
-        if not a.dynamic_sampling and a.keep_group_frac >= 1:
-            return trajs, {}
-        want = self.cfg.rollout.tasks_per_batch
-        played: list[Trajectory] = []
-        kept: list[Trajectory] = []
-        rounds = 0
-        while True:
-            rounds += 1
-            played += trajs
-            keep = set(select_groups(self.returns(trajs), torch.tensor([t.group_id for t in trajs]),
-                                     drop_uniform=a.dynamic_sampling, keep_frac=a.keep_group_frac).tolist())
-            kept += [t for t in trajs if t.group_id in keep]
-            if (not a.dynamic_sampling or len({t.group_id for t in kept}) >= want
-                    or rounds >= a.dynamic_sampling_rounds):
-                break
-            trajs = self.collect(timings, round_=rounds)
-        if a.dynamic_sampling:
-            first = set(sorted({t.group_id for t in kept})[:want])
-            kept = [t for t in kept if t.group_id in first]
-        return kept, {"sampling/rounds": rounds, "sampling/episodes": len(played),
-                      "sampling/groups_played": len({t.group_id for t in played}),
-                      "sampling/groups_kept": len({t.group_id for t in kept}),
-                      "sampling/success_rate_played": sum(t.won for t in played) / max(1, len(played))}
+        """The trajectories of this iteration's update and the ``sampling/*`` metrics
+        (:func:`seedrl.train.collect.sample_groups`)."""
+        return sample_groups(self.cfg, self.collect(timings), lambda r: self.collect(timings, round_=r),
+                             self.scorer.returns)
 
     def _env_pool(self) -> EnvExecutor | None:
-        """The warm worker pool of the process and Ray executors, started at the first rollout and
-        kept for the run (worker start-up costs seconds; :meth:`close` ends it); ``None`` for threads."""
-        e = self.cfg.env
-        if e.executor == "thread":
-            return None
+        """The run's warm env worker pool (:func:`seedrl.train.collect.env_pool`), started at the first
+        rollout; :meth:`close` ends it."""
         if self._pool is None:
-            self._pool = make_executor(e.executor, EnvFactory(e.name, e.kwargs), workers=e.workers,
-                                       ray_address=e.ray_address, keep_warm=True)
+            self._pool = env_pool(self.cfg)
         return self._pool
 
     def close(self) -> None:
@@ -529,405 +235,45 @@ class Trainer:
             self._lock.release()
             self._lock = None
 
-    def logprobs(self, model, samples: list[StepSample]) -> list[torch.Tensor]:
-        """Per-sample response log-probs under ``model``. Samples with the same prompt and response
-        (a peaked policy's group replays the same steps) are scored once and share the result
-        (``optim.dedupe``; the same values up to the float rounding of another batch shape)."""
-        where, unique = (unique_pairs(samples) if self.cfg.optim.dedupe
-                         else (list(range(len(samples))), list(range(len(samples)))))
-        scored = batched_logprobs(model, [samples[i].prompt_ids for i in unique],
-                                  [samples[i].response_ids for i in unique], self.tokenizer.pad_token_id,
-                                  self.cfg.optim.micro_batch_size, bf16=self.precision.bf16)
-        return [scored[j] for j in where]
-
-    def old_logprobs(self, samples: list[StepSample]) -> list[torch.Tensor]:
-        """The rollout policy's log-probs of the sampled tokens, the PPO ratio's denominator:
-        recomputed by a forward pass (``optim.old_logp: recompute``) or the ones the generator
-        recorded while sampling (``rollout``: the same weights, untempered; they differ from the
-        recomputation by ``check/rollout_logp_drift``, ~1e-4 on the hf backend)."""
-        if self.cfg.optim.old_logp == "rollout":
-            return [torch.tensor(s.logprobs, dtype=torch.float32) for s in samples]
-        return self.logprobs(self.model, samples)
-
-    def reference_logprobs(self, samples: list[StepSample]) -> list[torch.Tensor] | None:
-        if self.cfg.algo.kl_coef <= 0:
-            return None
-        if self.ref_model is not None:
-            with fsdp.gathered(self.ref_model):
-                return self.logprobs(self.ref_model, samples)
-        with self.model.disable_adapter():
-            return self.logprobs(self.model, samples)
-
-    def analyze(self, trajs: list[Trajectory]) -> list[AnalysisResult]:
-        """Hindsight skills for every trajectory. A failing analyzer costs the batch its OPD signal,
-        never the run: the failure is recorded per trajectory and counted in the metrics."""
-        try:
-            results = self.analyzer.analyze(trajs)
-            if len(results) != len(trajs):
-                raise RuntimeError(f"analyzer returned {len(results)} results for {len(trajs)} trajectories")
-            return results
-        except Exception as exc:
-            log.warning("analyzer %s failed on the whole batch: %s", self.analyzer.name, exc)
-            return [AnalysisResult(traj_id=t.traj_id, skill=None, error=f"exception: {exc}") for t in trajs]
-
-    def teacher_logprobs(self, samples: list[StepSample], skills: dict[int, str],
-                         step_skills: dict[int, dict[int, str]] | None = None):
-        """Re-score each sampled response with its trajectory's skill in the prompt.
-
-        Routing ("critical-first", OPID): a sample whose step has a step-level skill in
-        ``step_skills`` ({traj_id: {0-based step: skill}}) is scored with only that
-        ``**Critical-Step Skill**`` block; every other sample of a trajectory with a skill gets the
-        episode skill, placed as the method says (see :meth:`teacher_prompt_ids`). The chat template
-        is re-applied; the response token ids are the sampled ones, unchanged. Scored by the
-        rollout-time weights (called before the update), without gradient. Returns per-sample
-        teacher log-probs and a [N] 0/1 signal mask (1 = this sample's trajectory has an episode
-        skill; step skills never give a signal on their own)."""
-        idx = [i for i, s in enumerate(samples) if skills.get(s.traj_id)]
-        teacher: list[torch.Tensor] = [torch.zeros(len(s.response_ids)) for s in samples]
-        signal = torch.zeros(len(samples))
-        if idx:
-            prompts = [self.teacher_prompt_ids(samples[i], skills[samples[i].traj_id],
-                                               routed_step_skill(samples[i], skills, step_skills)) for i in idx]
-            scored = batched_logprobs(self.model, prompts, [samples[i].response_ids for i in idx],
-                                      self.tokenizer.pad_token_id, self.cfg.optim.micro_batch_size,
-                                      bf16=self.precision.bf16)
-            for i, lp in zip(idx, scored):
-                teacher[i] = lp
-                signal[i] = 1.0
-        return teacher, signal
-
-    def teacher_prompt_ids(self, sample: StepSample, skill: str | None, step_skill: str | None = None) -> list[int]:
-        """The teacher prompt of one step sample, as the method places the skill
-        (:mod:`seedrl.methods.teacher`), left-truncated to ``rollout.max_prompt_tokens``."""
-        return teacher_prompt_ids(self.method.spec.placement, self.tokenizer, sample.messages, skill,
-                                  self.cfg.rollout.max_prompt_tokens, step_skill)
-
-    def returns(self, trajs: list[Trajectory]) -> torch.Tensor:
-        """``[M]`` the return of each episode that the advantages normalise (and dynamic sampling's
-        filter compares): the episode reward, discounted by its length (``algo.episode_discount``)."""
-        return length_discount(torch.tensor([t.episode_reward for t in trajs], dtype=torch.float64),
-                               torch.tensor([max(1, len(t.steps)) for t in trajs]), self.cfg.algo.episode_discount)
-
-    def advantages(self, trajs: list[Trajectory], samples: list[StepSample]) -> torch.Tensor:
-        """One GRPO advantage per step sample (the caller broadcasts it over response tokens)."""
-        a = self.cfg.algo
-        ep_reward = dict(zip((t.traj_id for t in trajs), self.returns(trajs).tolist()))
-        traj_ids = sorted(ep_reward)
-        tindex = {tid: i for i, tid in enumerate(traj_ids)}
-        rule = self.cfg.env.invalid_action
-        scores = invalid_action_penalty(
-            torch.tensor([ep_reward[s.traj_id] for s in samples], dtype=torch.float64),
-            torch.tensor([not penalized(s, rule) for s in samples]), a.invalid_penalty)
-        adv = grpo_advantages(scores, torch.tensor([s.group_id for s in samples]),
-                              torch.tensor([tindex[s.traj_id] for s in samples]), norm=a.adv_norm,
-                              stats=a.adv_stats)
-        return scale_by_sign(adv, a.pos_adv_coef, a.neg_adv_coef).float()
-
     def update(self, batch: UpdateBatch) -> dict[str, float]:
-        """PPO epochs over shuffled mini-batches; micro-batches accumulate gradients.
-
-        Every micro-batch loss is divided by the response-token count of its whole mini-batch, so
-        accumulation gives exactly the update of one big batch (token-mean over the mini-batch). A
-        signal's loss term is weighted per sample as its aggregation says (:func:`signal_weights`,
-        ``algo.opd_agg`` for OPD): SEED's mean over the mini-batch's micro-batches of
-        ``optim.micro_batch_size`` samples (cut from the global mini-batch in order, whatever the
-        number of processes; a micro-batch without a skill counts as 0), or a token-mean over the
-        mini-batch's tokens *with* a teacher signal (samples without a skill left out).
-
-        Several processes: the mini-batches are drawn from the global sample list (every rank's
-        samples in rank order) exactly as one process draws them; each rank steps on its own samples
-        of a mini-batch with the mini-batch's *global* token counts, and the gradients are summed
-        across ranks (:meth:`minibatch_step`)."""
-        o = self.cfg.optim
-        self.model.train()
-        layout = sample_layout(self.world, [len(s.response_ids) for s in batch.samples],
-                               None if batch.signal is None else [bool(f > 0) for f in batch.signal.tolist()])
-        lengths, flags = layout.lengths, layout.signal
-        n = len(lengths)
-        mb = o.mini_batch_size or n
-        g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + self.iteration)
-        sums: dict[str, float] = {}
-        steps = 0
-        for _epoch in range(o.ppo_epochs):
-            perm = torch.randperm(n, generator=g).tolist()
-            split = (split_by_key(perm, batch.keys, mb) if o.split_distinct and batch.keys is not None
-                     else [perm[start:start + mb] for start in range(0, n, mb)])
-            for idx in split:
-                denom = float(sum(lengths[i] for i in idx))
-                if denom == 0:
-                    continue
-                signal_w, signal_total = None, 0.0
-                if flags is not None:
-                    w = signal_weights(torch.tensor([lengths[i] for i in idx]), torch.tensor([flags[i] for i in idx]),
-                                       torch.arange(len(idx)) // o.micro_batch_size, self.method.signal.agg).tolist()
-                    signal_total = sum(wi * lengths[i] for wi, i in zip(w, idx))
-                    lo, hi = layout.offset, layout.offset + layout.count
-                    signal_w = [wi for wi, i in zip(w, idx) if lo <= i < hi]  # aligned with layout.local(idx)
-                # sharded: each backward is a collective, so every rank runs as many micro-batches
-                micro = (layout.most_micro_batches(idx, o.micro_batch_size)
-                         if fsdp.is_sharded(self.model) else None)
-                replay = (replay_draw([len(r) for _, r in self.replay_pairs], denom, self.cfg.algo.replay_share, g)
-                          if self.replay_pairs else None)
-                stats = self.minibatch_step(batch, layout.local(idx), denom, signal_w=signal_w,
-                                            signal_total=signal_total, micro_batches=micro, replay=replay)
-                for k, v in stats.items():
-                    sums[k] = sums.get(k, 0.0) + v
-                steps += 1
-        if self.lr_per_iteration:
-            self.scheduler.step()  # verl: once per training step, after the update
-        return {k: v / max(1, steps) for k, v in sums.items()} | {"optim_steps": steps}
-
-    def minibatch_step(self, batch: UpdateBatch, idx: list[int], denom: float,
-                       signal_w: list[float] | None = None, signal_total: float = 0.0,
-                       micro_batches: int | None = None, replay: list[int] | None = None) -> dict[str, float]:
-        """One optimizer step on the samples ``idx`` of ``batch``: PPO clip, entropy, KL, and the
-        method's signal (an advantage shift and/or a loss term; see :mod:`seedrl.methods.signals`).
-        ``signal_w``: each sample's weight in the signal's loss term (:func:`signal_weights`), aligned
-        with ``idx``; ``signal_total``: the mini-batch's sum of weight x tokens over every process
-        (the normaliser of the signal's logged stats; 0 = no signal in the mini-batch).
-        ``replay``: indices into ``self.replay_pairs`` whose NLL joins the step (:meth:`_replay_loss`).
-        ``micro_batches``: how many forward/backward passes every rank runs (a sharded model, whose
-        every backward is a collective); see :meth:`_passes` for the passes a rank adds to its own."""
-        o = self.cfg.optim
-        self.optimizer.zero_grad(set_to_none=True)
-        acc: dict[str, float] = {}
-        count = {i: 1 for i in idx}
-        sw = None if signal_w is None else dict(zip(idx, signal_w))
-        if batch.keys is not None:  # identical samples: one forward, weighted by their count
-            if sw is not None:  # ... and by the sum of their signal weights (copies may differ in it)
-                summed: dict[tuple, float] = {}
-                for i in idx:
-                    summed[batch.keys[i]] = summed.get(batch.keys[i], 0.0) + sw[i]
-            idx, weights = merge_duplicates(idx, batch.keys)
-            count = dict(zip(idx, weights))
-            if sw is not None:
-                sw = {i: summed[batch.keys[i]] for i in idx}
-        passes: list[list[int] | None] = [idx[s:s + o.micro_batch_size] for s in range(0, len(idx), o.micro_batch_size)]
-        passes += [None] * (self._passes(len(passes), micro_batches) - len(passes))
-        for j, mi in enumerate(passes):
-            with self._grad_sync(last=j == len(passes) - 1):
-                if mi is None:  # zero-weighted: pairs this rank's collectives with the other ranks'
-                    dummy_loss(self._trained, self.device).backward()
-                else:
-                    self._micro_batch_loss(batch, mi, denom, None if sw is None else [sw[i] for i in mi],
-                                           signal_total, acc,
-                                           [count[i] for i in mi] if batch.keys is not None else None).backward()
-        if replay:
-            self._replay_loss(replay, denom, acc)
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        if self.world.active:  # DDP/FSDP summed the gradients; the stats are summed here
-            acc = sum_stats(self.world, acc)
-        gn = torch.nn.utils.clip_grad_norm_(params, self.cfg.optim.grad_clip)
-        gn = gn.full_tensor() if hasattr(gn, "full_tensor") else gn  # sharded: a DTensor
-        acc["grad_norm"] = float(gn)
-        acc["lr"] = self.scheduler.get_last_lr()[0]
-        if torch.isfinite(gn):
-            self.optimizer.step()
-            self._check_finite_weights(params, acc)
-        else:  # self.iteration + 1: the number this iteration's metrics row carries
-            log.warning("non-finite gradient norm at iteration %d; skipping the step", self.iteration + 1)
-            acc["skipped_steps"] = 1.0
-        if not self.lr_per_iteration:
-            self.scheduler.step()
-        return acc
-
-    def _check_finite_weights(self, params: list[torch.Tensor], acc: dict[str, float]) -> None:
-        """Stop the run (one :class:`SeedRLError` line, every rank alike) when the optimizer step just
-        taken made a weight NaN or inf (a finite gradient times a huge rate): no later iteration, row or
-        checkpoint is built on such weights, so the newest checkpoint stays the last finite one."""
-        names = {id(p): n for n, p in self.model.named_parameters()}
-        bad = nonfinite_weights((names.get(id(p), "?"), p) for p in params)
-        if self.world.active:  # sharded weights: each rank saw its own shard
-            bad = next((b for b in all_gather(self.world, bad) if b is not None), None)
-        if bad is not None:
-            raise SeedRLError(f"iteration {self.iteration + 1}: the optimizer step made the weights non-finite (NaN/inf "
-                              f"in {bad[1]} tensor(s), first {bad[0]}; lr {acc['lr']:g}, grad_norm "
-                              f"{acc['grad_norm']:.3g}); stopped without saving them: "
-                              f"{newest_checkpoint_note(self.ckpt_dir)}; lower optim.lr")
-
-    def _replay_loss(self, replay: list[int], denom: float, acc: dict[str, float]) -> None:
-        """Backward of ``algo.replay_coef`` x the token-mean NLL of the replayed demonstrations
-        ``replay`` (PPO-ptx), in micro-batches; logs ``loss/replay`` (the NLL) and
-        ``replay/token_share`` (replayed tokens / all response tokens of the step)."""
-        pairs = [self.replay_pairs[i] for i in replay]
-        rdenom = float(sum(len(r) for _, r in pairs))
-        mb = self.cfg.optim.micro_batch_size
-        nll_sum = 0.0
-        for m in range(0, len(pairs), mb):
-            chunk = pairs[m:m + mb]
-            b = pack([p for p, _ in chunk], [r for _, r in chunk], self.tokenizer.pad_token_id, self.device)
-            logp, _ = forward_logprobs(self._trained, b, bf16=self.precision.bf16)
-            nll = token_mean(-logp, b.response_mask, rdenom)
-            (self.cfg.algo.replay_coef * nll).backward()
-            nll_sum += float(nll.detach())
-        acc["loss/replay"] = acc.get("loss/replay", 0.0) + nll_sum
-        acc["replay/token_share"] = acc.get("replay/token_share", 0.0) + rdenom / (rdenom + denom)
-
-    def _passes(self, own: int, micro_batches: int | None) -> int:
-        """How many forward/backward passes this rank runs for a mini-batch of which it holds
-        ``own`` micro-batches. The passes beyond its own are zero-weighted (:func:`dummy_loss`):
-        sharded, every rank runs ``micro_batches`` (each backward is a collective); replicas under
-        DDP accumulate without syncing and reduce in their last backward, so a rank with no sample
-        in the mini-batch still runs one."""
-        if micro_batches is not None:
-            return micro_batches
-        return max(1, own) if self._ddp is not None else own
-
-    def _grad_sync(self, last: bool):
-        """DDP reduces the gradients in the last backward of a mini-batch only (``no_sync`` before)."""
-        return self._ddp.no_sync() if self._ddp is not None and not last else nullcontext()
-
-    def _micro_batch_loss(self, batch: UpdateBatch, mi: list[int], denom: float, signal_w: list[float] | None,
-                          signal_total: float, acc: dict[str, float],
-                          weights: list[int] | None = None) -> torch.Tensor:
-        """The loss of the samples ``mi`` of a mini-batch (every term divided by the mini-batch's
-        token counts, so the micro-batches' gradients add up to the mini-batch's; the signal's loss
-        term weighted by ``signal_w``, see :meth:`minibatch_step`); its stats are added to ``acc``.
-        ``weights``: how many identical samples each of ``mi`` stands for (:func:`merge_duplicates`);
-        they scale every token sum, never an advantage."""
-        c = self.cfg.algo
-        sig = self.method.signal
-        samples = batch.samples
-        b = pack([samples[i].prompt_ids for i in mi], [samples[i].response_ids for i in mi],
-                 self.tokenizer.pad_token_id, self.device)
-        logp, ent = forward_logprobs(self._trained, b, with_entropy=c.entropy_coef > 0,
-                                     bf16=self.precision.bf16)
-        unit = b.response_mask
-        # the aggregation mask: a merged sample counts as often as the samples it stands for
-        mask = unit if weights is None else unit * torch.tensor(weights, dtype=unit.dtype, device=self.device)[:, None]
-        old = right_align([batch.old_logp[i] for i in mi], b.width, self.device)
-        a = batch.adv[mi].to(self.device)[:, None] * unit
-        distill = batch.teacher_logp is not None and signal_w is not None and signal_total > 0
-        if distill:
-            teacher = right_align([batch.teacher_logp[i] for i in mi], b.width, self.device)
-            has_skill = batch.signal[mi].to(self.device)[:, None]  # samples without a skill: all zero
-            # the loss term's aggregation weights (0 without a skill), copies of a merged sample summed
-            tmask = unit.to(logp.dtype) * torch.tensor(signal_w, dtype=logp.dtype, device=self.device)[:, None]
-            a = sig.advantage(a, teacher, old, unit * has_skill)
-        pg, st = ppo_clip_loss(logp, old, a, mask, clip_ratio=c.clip_ratio, clip_ratio_low=c.clip_ratio_low,
-                               clip_ratio_high=c.clip_ratio_high, dual_clip_c=c.dual_clip_c, denom=denom)
-        loss = pg
-        parts = {"loss/pg": pg.detach()}
-        if ent is not None:
-            e = token_mean(ent, mask, denom)
-            loss = loss - c.entropy_coef * e
-            parts["loss/entropy"] = e.detach()
-        if batch.ref_logp is not None:
-            ref = right_align([batch.ref_logp[i] for i in mi], b.width, self.device)
-            kl = token_mean(kl_k3(logp, ref), mask, denom)
-            loss = loss + c.kl_coef * kl
-            parts["loss/kl"] = kl.detach()
-        term = sig.loss(logp, old, teacher, tmask) if distill else None
-        if term is not None:
-            loss = loss + term.loss
-            parts[f"loss/{sig.name}"] = term.value
-            sig_w = tmask.sum().item() / signal_total  # micro-batch share of the term's token weight
-            for k, v in term.stats.items():
-                acc[f"{sig.name}/{k}"] = acc.get(f"{sig.name}/{k}", 0.0) + float(v) * sig_w
-        w = mask.sum().item() / denom  # micro-batch share of the mini-batch, for stat averages
-        for k, v in parts.items():
-            acc[k] = acc.get(k, 0.0) + float(v)  # already divided by the mini-batch token count
-        for k, v in st.items():
-            acc[f"ppo/{k}"] = acc.get(f"ppo/{k}", 0.0) + float(v) * w
-        return loss
+        """This iteration's update on ``batch`` (:meth:`seedrl.train.update.Updater.update`)."""
+        return self.updater.update(batch, self.iteration)
 
     # ------------------------------------------------------------------ loop
-    def run_eval(self, tag: str) -> dict[str, Any]:
-        """Evaluate every panel (see :meth:`run_evals`); return the primary panel's result."""
-        return next(iter(self.run_evals(tag).values()))
-
-    def run_evals(self, tag: str) -> dict[str, dict[str, Any]]:
-        """Evaluate the current policy on every panel of ``eval.split_list`` (plain prompts, never a
-        skill); write ``eval/<tag>_<split>.json`` each; return {split: result}, primary first."""
-        c = self.cfg
-        out = {}
-        for split, panel in self.eval_panels.items():
-            res = evaluate(self.backend, self.tokenizer, panel, max_steps=c.eval.max_steps or c.env.max_steps,
-                           history_length=c.env.history_length, max_new_tokens=c.rollout.max_new_tokens,
-                           max_prompt_tokens=c.rollout.max_prompt_tokens, greedy=c.eval.greedy,
-                           temperature=c.eval.temperature, batch_size=c.eval.batch_size, seed=c.seed,
-                           num_tasks=c.eval.num_tasks, step_timeout_s=c.env.step_timeout_s,
-                           env_workers=c.env.workers, executor=c.env.executor,
-                           ray_address=c.env.ray_address)
-            res["iteration"] = self.iteration
-            out[split] = res
-        self._write_evals(tag, out)
-        return out
-
-    def _write_evals(self, tag: str, results: dict[str, dict[str, Any]]) -> None:
-        (self.run_dir / "eval").mkdir(exist_ok=True)
-        for split, res in results.items():
-            atomic_write(self.run_dir / "eval" / f"{tag}_{split}.json", json.dumps(res, indent=1))
-
-    def _log_evals(self, results: dict[str, dict[str, Any]]) -> None:
-        for res in results.values():
+    def _evaluate(self, initial: dict[str, dict[str, Any]] | None = None, first: bool = False) -> dict[str, Any]:
+        """Rank 0 evaluates (``first``: the starting policy, reusing ``initial``; see
+        :class:`~seedrl.train.evaluation.Evaluator`) on full weights and logs the rows."""
+        with fsdp.gathered(self.model):
+            evals = (self.evaluator.initial(initial) if first
+                     else self.evaluator.run(f"iter_{self.iteration:06d}", self.iteration))
+        for res in evals.values():
             self.logger.log_eval(res)
-
-    def _initial_evals(self, reuse: dict[str, dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
-        """The iteration-0 evaluation; ``reuse`` = results already measured for this exact initial
-        policy and panels (``seedrl compare`` shares them between the methods of a seed)."""
-        played = {s: p.subset(self.cfg.eval.num_tasks) for s, p in self.eval_panels.items()}
-        if reuse is not None and all(s in reuse and played[s].matches(reuse[s].get("panel_hash"))
-                                     for s in self.eval_panels):
-            out = {s: dict(reuse[s], iteration=0, reused=True) for s in self.eval_panels}
-            self._write_evals("iter_000000", out)
-            return out
-        return self.run_evals("iter_000000")
+        return evals
 
     def train_iteration(self) -> dict[str, Any]:
+        """One iteration: collect -> score (old, reference log-probs) -> analyze and re-score (methods with
+        skills) -> advantages -> update; returns its metrics row. Each stage is timed (``time/<stage>``)."""
         timings: dict[str, float] = {}
-
-        @contextmanager
-        def stage(name: str):
-            t0 = time.perf_counter()
-            yield
-            timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
-
+        stage = stage_timer(timings)
         rollout_t: dict[str, float] = {}
+        scored = None
         # sharded (FSDP): full weights from the rollout to the re-scoring, sharded again for the update
         with fsdp.gathered(self.model):
             with stage("rollout"):
                 trajs, sampling = self.collect_batch(rollout_t)
             if not trajs and sampling:  # dynamic sampling found no group with mixed outcomes: no update
-                self.iteration += 1
-                if self.lr_per_iteration:
-                    self.scheduler.step()  # the rate stays a function of the iteration
-                log.warning("iteration %d: dynamic sampling kept no group in %d rounds (%d episodes); no update",
-                            self.iteration, sampling["sampling/rounds"], sampling["sampling/episodes"])
-                self._iterations_run += 1
-                self._skip_streak += 1
-                self._warn_skip_streak()
-                return sampling | {"update/skipped": 1, "iteration": self.iteration} | {
-                    f"time/{k}": v for k, v in timings.items()}
+                return self._skipped(sampling, timings)
             samples = training_samples(trajs)
-            if not samples and not (self.world.active and sum(all_gather(self.world, len(samples)))):
-                errors = sorted({t.error for t in trajs if t.error})
-                raise SeedRLError(f"the rollout produced no step samples: {len(trajs)} episodes, "
-                                  + (f"env errors: {'; '.join(errors[:2])}" if errors else
-                                     "every response was empty (check rollout.max_new_tokens)"))
+            check_samples(self.world, trajs, samples)
             with stage("old_logp"):
-                old_logp = self.old_logprobs(samples)
+                old_logp = self.scorer.old_logprobs(samples)
             with stage("ref_logp"):
-                ref_logp = self.reference_logprobs(samples)
-            teacher_logp = signal = None
-            skill_metrics: dict[str, Any] = {}
-            if self.method.uses_skills:
-                with stage("analysis"):
-                    results = self.analyze(trajs)
-                    check_facts(self.cfg.env.name, trajs, results)  # on this rank's own privileged states
-                skills = {r.traj_id: r.skill for r in results if r.skill}
-                # OPID critical-step skills: only with skills.step_skills, only beside an episode skill
-                step_skills = ({r.traj_id: r.step_skills for r in results if r.skill and r.step_skills}
-                               if self.cfg.skills.step_skills else None)
-                with stage("rescore"):
-                    teacher_logp, signal = self.teacher_logprobs(samples, skills, step_skills)
-                routed = step_total = None
-                if step_skills is not None:
-                    routed = sum(1 for s, m in zip(samples, signal.tolist())
-                                 if m > 0 and routed_step_skill(s, skills, step_skills))
-                    step_total = sum(len(v) for v in step_skills.values())
+                ref_logp = self.scorer.reference_logprobs(samples)
+            if self.method.uses_skills:  # stages "analysis" and "rescore"
+                scored = self.scorer.skill_signal(self.analyzer, trajs, samples, stage)
+        teacher_logp, signal = (None, None) if scored is None else (scored[1], scored[2])
         with stage("advantage"):
-            adv = self.advantages(trajs, samples) if samples else torch.zeros(0)
+            adv = self.scorer.advantages(trajs, samples) if samples else torch.zeros(0)
         sleep = getattr(self.backend, "sleep", None)
         if sleep is not None:
             sleep()  # vLLM sleep mode on CUDA: its KV cache and weights are freed for the update
@@ -941,44 +287,23 @@ class Trainer:
         if self.world.main and self.cfg.log.trace_trajectories:
             with stage("trace"):  # rank 0's own trajectories (see seedrl.train.traces)
                 self.save_trace(trajs, samples, old_logp, adv, teacher_logp, signal,
-                                results if self.method.uses_skills else None)
+                                None if scored is None else scored[0])
         # the rows describe the whole batch: with several processes, every rank's part of it
-        m_trajs, m_samples, m_old, m_adv = trajs, samples, old_logp, adv
-        if self.world.active:
-            parts = all_gather(self.world, (_light(trajs), [_light_sample(s) for s in samples], old_logp, adv,
-                                            (results, teacher_logp, signal, routed, step_total)
-                                            if self.method.uses_skills else None))
-            m_trajs = [t for p in parts for t in p[0]]
-            m_samples = [s for p in parts for s in p[1]]
-            m_old = [x for p in parts for x in p[2]]
-            m_adv = torch.cat([p[3] for p in parts])
-            if self.method.uses_skills:
-                results = [r for p in parts for r in p[4][0]]
-                teacher_logp = [x for p in parts for x in p[4][1]]
-                signal = torch.cat([p[4][2] for p in parts])
-                if routed is not None:
-                    routed = sum(p[4][3] for p in parts)
-                    step_total = sum(p[4][4] for p in parts)
-        if self.method.uses_skills:
+        m_trajs, m_samples, m_old, m_adv, scored = whole_batch(self.world, trajs, samples, old_logp, adv, scored)
+        skill_stats: dict[str, Any] = {}
+        if scored is not None:
             if self.world.main:
-                self.save_skills(m_trajs, results)
-            skill_metrics = teacher_metrics(results, m_samples, m_old, teacher_logp, signal, m_adv)
-            skill_metrics |= fact_metrics(results, {t.traj_id: t.won for t in m_trajs})
-            if routed is not None:
-                # share of the samples with a teacher signal that were scored with a step skill
-                skill_metrics["skills/step_skill_frac"] = routed / max(1.0, float(signal.sum()))
-                skill_metrics["skills/step_skills"] = step_total
+                write_skills(self.run_dir, self.iteration + 1, m_trajs, scored[0])
+            skill_stats = skill_metrics(scored, m_trajs, m_samples, m_old, m_adv)
         self.iteration += 1
         self._iterations_run += 1
         self._updates_run += 1
         self._skip_streak = 0
-        metrics = rollout_metrics(m_trajs, m_samples, m_old, m_adv) | skill_metrics | upd | sampling
-        metrics |= gradient_shares(m_adv, m_old, [decision_mask(self.tokenizer, s.response_ids) for s in m_samples])
+        metrics = batch_metrics(self.tokenizer, m_trajs, m_samples, m_old, m_adv, skill_stats | upd | sampling)
         if self.iteration == 1 and metrics.get("rollout/decision_nll", 1.0) < COLLAPSED_NLL and self.world.main:
             log.warning("the starting policy is nearly deterministic where it decides (sampled action tokens' NLL "
                         "%.3f < %.2f): its groups mostly come out uniform and carry no advantage; start from a "
                         "less sharpened warm start (fewer SFT epochs)", metrics["rollout/decision_nll"], COLLAPSED_NLL)
-        metrics["rollout/digests"] = rollout_digests(m_trajs)
         if self._pool is not None:
             # env worker processes replaced this iteration (a dead or hung env; its neighbours were replayed)
             metrics["rollout/env_worker_restarts"] = self._pool.restarts - self._restarts_seen
@@ -989,56 +314,29 @@ class Trainer:
         metrics |= {f"time/rollout_{k}": v for k, v in rollout_t.items()}
         metrics["iteration"] = self.iteration
         if self.world.active or fsdp.is_sharded(self.model):
-            metrics["dist/world_size"] = self.world.size
-            metrics["dist/fsdp"] = int(fsdp.is_sharded(self.model))
-            metrics["dist/ddp"] = int(self._ddp is not None)
+            metrics |= {"dist/world_size": self.world.size, "dist/fsdp": int(fsdp.is_sharded(self.model)),
+                        "dist/ddp": int(self._ddp is not None)}
         return metrics
 
-    #: iterations in a row without an update at which the first warning comes (then at 2x, 4x, ...)
-    SKIP_STREAK_WARN = 3
-
-    def _warn_skip_streak(self) -> None:
-        """After ``SKIP_STREAK_WARN`` iterations in a row without an update, a warning that names the
-        fix; again, as an error line, each time the streak doubles."""
-        n, first = self._skip_streak, self.SKIP_STREAK_WARN
-        q, r = divmod(n, first)
-        if q == 0 or r or q & (q - 1):  # only at first, 2 x first, 4 x first, ...
-            return
-        since = self.iteration - n + 1
-        fix = ("raise algo.dynamic_sampling_rounds or rollout.tasks_per_batch, or start from a policy whose groups "
-               "are not all won or all lost")
-        if n == first:
-            log.warning("%d iterations in a row (%d-%d) made no update: dynamic sampling kept no group with mixed "
-                        "outcomes, so the policy is not learning; %s", n, since, self.iteration, fix)
-        else:
-            log.error("STILL no update: %d iterations in a row (since iteration %d) kept no group with mixed "
-                      "outcomes; this run is spending its episodes without learning; %s", n, since, fix)
-
-    def save_skills(self, trajs: list[Trajectory], results: list[AnalysisResult]) -> None:
-        """One JSONL row per analysed trajectory, so a run's skills can be read later."""
-        by_id = {t.traj_id: t for t in trajs}
-        with (self.run_dir / "skills.jsonl").open("a") as f:
-            for r in results:
-                t = by_id[r.traj_id]
-                f.write(json.dumps({"iteration": self.iteration + 1, "traj_id": r.traj_id, "task_id": t.task_id,
-                                    "success": t.won, "skill": r.skill, "summary": r.summary, "error": r.error,
-                                    "fact_agrees": r.fact_agrees, "raw": r.raw[:2000]}
-                                   | ({"step_skills": {str(k): v for k, v in sorted(r.step_skills.items())}}
-                                      if r.skill and r.step_skills else {})) + "\n")
+    def _skipped(self, sampling: dict[str, float], timings: dict[str, float]) -> dict[str, Any]:
+        """An iteration whose dynamic sampling kept no group: no update; its metrics row."""
+        self.iteration += 1
+        self.updater.step_lr("iteration")  # no update: the rate stays a function of the iteration
+        log.warning("iteration %d: dynamic sampling kept no group in %d rounds (%d episodes); no update",
+                    self.iteration, sampling["sampling/rounds"], sampling["sampling/episodes"])
+        self._iterations_run += 1
+        self._skip_streak += 1
+        warn_skip_streak(self._skip_streak, self.iteration)
+        return sampling | {"update/skipped": 1, "iteration": self.iteration} | {
+            f"time/{k}": v for k, v in timings.items()}
 
     def save_trace(self, trajs: list[Trajectory], samples: list[StepSample], old_logp: list[torch.Tensor],
                    adv: torch.Tensor, teacher_logp: list[torch.Tensor] | None, signal: torch.Tensor | None,
                    results: list[AnalysisResult] | None) -> Path:
         """``traces/iter_XXXXXX.json`` of this iteration (``self.iteration + 1``, as its rows): a few
         trajectories token by token (:mod:`seedrl.train.traces`), fsynced before the checkpoint."""
-        c = self.cfg
-        it = self.iteration + 1
-        trace = build_trace(it, trajs, samples, old_logp, adv, teacher_logp, signal, results,
-                            k=c.log.trace_trajectories, max_bytes=c.log.trace_max_bytes, seed=c.seed * 9_973 + it,
-                            tokenizer=self.tokenizer, gate_beta=getattr(self.method.signal, "beta", None),
-                            method=c.algo.name, signal_name=self.method.signal.name,
-                            task_type=env_class(c.env.name).task_type)
-        return write_trace(self.run_dir, trace)
+        return save_iteration_trace(self.run_dir, self.cfg, self.iteration + 1, trajs, samples, old_logp, adv,
+                                    teacher_logp, signal, results, self.tokenizer, self.method.signal)
 
     def save(self) -> None:
         """Rank 0 writes the checkpoint (the ranks' states are identical; a sharded model's full
@@ -1086,10 +384,8 @@ class Trainer:
         c = self.cfg
         remove_orphans(self.ckpt_dir)
         summary: dict[str, Any] = {} if self.skill_source is None else {"skill_source": self.skill_source}
-        if self._evaluates_first():
-            with fsdp.gathered(self.model):
-                evals = self._initial_evals(initial_eval)
-            self._log_evals(evals)
+        if evaluates_first(c, self.iteration):
+            evals = self._evaluate(initial_eval, first=True)
             summary["evals_before"] = evals
             summary["eval_before"] = next(iter(evals.values()))
         barrier(self.world)
@@ -1097,13 +393,9 @@ class Trainer:
         with self.logger.progress(total=c.iterations, start=self.iteration) as advance:
             while self.iteration < target:
                 metrics = self.train_iteration()
-                if self._evaluates_now():
+                if evaluates_now(c, self.iteration):
                     t0 = time.perf_counter()
-                    with fsdp.gathered(self.model):
-                        evals = self.run_evals(f"iter_{self.iteration:06d}")
-                    self._log_evals(evals)
-                    metrics["eval/success_rate"] = next(iter(evals.values()))["success_rate"]
-                    metrics |= {f"eval/{s}/success_rate": r["success_rate"] for s, r in evals.items()}
+                    metrics |= eval_metrics(self._evaluate())
                     metrics["time/eval"] = time.perf_counter() - t0
                     barrier(self.world)
                 if self._checkpoint_s is not None:
@@ -1113,7 +405,7 @@ class Trainer:
                 for p in self.logger.row_files:
                     fsync_file(p)
                 advance(metrics)
-                if self._saves_now():
+                if saves_now(c, self.iteration):
                     t0 = time.perf_counter()
                     self.save()
                     self._checkpoint_s = time.perf_counter() - t0
@@ -1121,47 +413,30 @@ class Trainer:
             log.warning("no iteration of this run updated the policy: all %d it ran were skipped (dynamic sampling "
                         "kept no group with mixed outcomes); its weights are the ones it started from",
                         self._iterations_run)
-        if self._evaluates_last():
+        if evaluates_last(c, self.iteration):
             if self.iteration > 0:  # rows of an earlier final evaluation of this iteration (a resumed run)
                 cut_rows(self.logger.eval_path, self.iteration - 1)
-            with fsdp.gathered(self.model):
-                evals = self.run_evals(f"iter_{self.iteration:06d}")
-            self._log_evals(evals)
+            evals = self._evaluate()
             summary["evals_after"] = evals
             summary["eval_after"] = next(iter(evals.values()))
         self.logger.close()
         barrier(self.world)
         return summary
 
-    def _evaluates_first(self) -> bool:
-        return self.iteration == 0 and self.cfg.eval.num_tasks != 0
-
-    def _evaluates_last(self) -> bool:
-        return self.iteration >= self.cfg.iterations and self.cfg.eval.num_tasks != 0
-
-    def _evaluates_now(self) -> bool:
-        c = self.cfg
-        return bool(c.eval.every and c.eval.num_tasks != 0 and self.iteration % c.eval.every == 0
-                    and self.iteration < c.iterations)
-
-    def _saves_now(self) -> bool:
-        c = self.cfg
-        return bool(c.save_every and (self.iteration % c.save_every == 0 or self.iteration == c.iterations))
-
     def _train_follower(self, stop_after: int | None) -> dict[str, Any]:
         """The loop of a rank > 0: the same iterations and collectives as rank 0, no files; it
         waits at rank 0's evaluations (taking part in gathering a sharded model's weights for them)
         and checkpoints."""
         c = self.cfg
-        self._wait_for_evaluation(self._evaluates_first())  # rank 0's initial evaluation
+        self._wait_for_evaluation(evaluates_first(c, self.iteration))  # rank 0's initial evaluation
         target = c.iterations if stop_after is None else min(c.iterations, self.iteration + stop_after)
         while self.iteration < target:
             self.train_iteration()
-            if self._evaluates_now():
+            if evaluates_now(c, self.iteration):
                 self._wait_for_evaluation(True)
-            if self._saves_now():
+            if saves_now(c, self.iteration):
                 self.save()
-        self._wait_for_evaluation(self._evaluates_last())  # rank 0's final evaluation
+        self._wait_for_evaluation(evaluates_last(c, self.iteration))  # rank 0's final evaluation
         return {}
 
     def _wait_for_evaluation(self, evaluates: bool) -> None:
@@ -1171,276 +446,3 @@ class Trainer:
             with fsdp.gathered(self.model):
                 pass
         barrier(self.world)
-
-
-def rollout_settings(cfg: TrainConfig, temperature: float | None = None) -> RolloutSettings:
-    """The rollout settings a run config implies (``temperature`` overrides the training one)."""
-    return RolloutSettings(
-        env_title=env_class(cfg.env.name).title or cfg.env.name, max_steps=cfg.env.max_steps,
-        history_length=cfg.env.history_length, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
-        step_timeout_s=cfg.env.step_timeout_s, env_workers=cfg.env.workers, executor=cfg.env.executor,
-        ray_address=cfg.env.ray_address,
-        sampling=SamplingParams(max_new_tokens=cfg.rollout.max_new_tokens, top_p=cfg.rollout.top_p,
-                                temperature=cfg.rollout.temperature if temperature is None else temperature,
-                                stop=list(env_class(cfg.env.name).stop)))
-
-
-def unique_pairs(samples: list[StepSample]) -> tuple[list[int], list[int]]:
-    """``(where, unique)``: ``unique`` the index of the first sample of each distinct (prompt ids,
-    response ids) pair, ``where[i]`` the position in ``unique`` of sample ``i``'s pair."""
-    first: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
-    where, unique = [], []
-    for i, s in enumerate(samples):
-        key = (tuple(s.prompt_ids), tuple(s.response_ids))
-        if key not in first:
-            first[key] = len(unique)
-            unique.append(i)
-        where.append(first[key])
-    return where, unique
-
-
-def sample_keys(batch: UpdateBatch) -> list[tuple]:
-    """One key per sample of ``batch``; two samples share a key iff every input of their loss terms is
-    equal: prompt and response ids, advantage, old, reference and teacher log-probs and the signal
-    flag (so two samples scored in different batch positions, a float apart, never merge)."""
-    def vals(xs: list[torch.Tensor] | None, i: int) -> bytes:
-        return b"" if xs is None else xs[i].detach().cpu().numpy().tobytes()
-
-    return [(tuple(s.prompt_ids), tuple(s.response_ids), float(batch.adv[i]), vals(batch.old_logp, i),
-             vals(batch.ref_logp, i), vals(batch.teacher_logp, i),
-             None if batch.signal is None else float(batch.signal[i])) for i, s in enumerate(batch.samples)]
-
-
-def merge_duplicates(idx: list[int], keys: list[tuple]) -> tuple[list[int], list[int]]:
-    """The samples ``idx`` of one mini-batch with duplicates merged: ``(first, counts)``, the first
-    index of each distinct key in ``idx`` order and how many of ``idx`` share it. The token-mean loss
-    of the merged samples, each token weighted by its count, equals the loss of ``idx``."""
-    pos: dict[tuple, int] = {}
-    first: list[int] = []
-    counts: list[int] = []
-    for i in idx:
-        k = keys[i]
-        if k in pos:
-            counts[pos[k]] += 1
-        else:
-            pos[k] = len(first)
-            first.append(i)
-            counts.append(1)
-    return first, counts
-
-
-def split_by_key(order: list[int], keys: list[tuple], size: int) -> list[list[int]]:
-    """Mini-batches of the sample indices ``order`` in which every sample sharing a key (all copies
-    of one sample, :func:`sample_keys`) lands in the same mini-batch: the distinct keys are taken in
-    the order of their first sample in ``order``, and a mini-batch closes once it holds ``size``
-    samples or more. Every index of ``order`` appears exactly once."""
-    groups: dict[tuple, list[int]] = {}
-    for i in order:
-        groups.setdefault(keys[i], []).append(i)
-    out: list[list[int]] = [[]]
-    for members in groups.values():
-        if len(out[-1]) >= size:
-            out.append([])
-        out[-1].extend(members)
-    return [b for b in out if b]
-
-
-def replay_demonstrations(env_name: str, env_kwargs: dict[str, Any], *, tasks: int, max_steps: int,
-                          history_length: int, noise: float, seed: int) -> list[dict[str, Any]]:
-    """The (messages, response) rows ``algo.replay_coef`` replays, before tokenizing: the expert on the
-    first ``tasks`` (``algo.replay_demo_tasks``) tasks of the env's ``train`` split (what an SFT warm
-    start learns from, never the tasks of ``env.train_split`` when that names an evaluation split),
-    played with ``noise`` (``algo.replay_demo_noise``) random actions seeded by the run's seed. Plain
-    arguments, so a comparison's held-out panel (:mod:`seedrl.experiments.heldout`) rebuilds the same
-    rows from a cell's recorded config."""
-    from seedrl.train.sft import expert_demonstrations
-
-    panel = build_panel(env_name, "train", tasks, **env_kwargs)
-    return expert_demonstrations(env_name, env_kwargs, list(panel.task_ids), max_steps=max_steps,
-                                 history_length=history_length, noise=noise, seed=seed)
-
-
-def replay_pool(cfg: TrainConfig, tokenizer) -> list[tuple[list[int], list[int]]]:
-    """The demonstrations ``algo.replay_coef`` replays (:func:`replay_demonstrations`), tokenized as
-    SFT tokenizes them."""
-    from seedrl.train.sft import tokenize_pairs
-
-    e, a = cfg.env, cfg.algo
-    rows = replay_demonstrations(e.name, e.kwargs, tasks=a.replay_demo_tasks, max_steps=e.max_steps,
-                                 history_length=e.history_length, noise=a.replay_demo_noise, seed=cfg.seed)
-    if not rows:
-        raise SeedRLError(f"algo.replay_coef > 0 replays expert demonstrations, and {e.name}'s expert gave none; "
-                          f"set algo.replay_coef=0")
-    return tokenize_pairs(tokenizer, rows, cfg.rollout.max_prompt_tokens + cfg.rollout.max_new_tokens)
-
-
-def replay_draw(lengths: list[int], rl_tokens: float, share: float, generator: torch.Generator) -> list[int]:
-    """Indices of replay examples (response lengths ``lengths``) for a mini-batch of ``rl_tokens``
-    response tokens: drawn without replacement in a seeded order until the replayed tokens reach
-    ``share`` of the step's tokens, ``R / (R + rl_tokens) >= share``; at least one, at most all."""
-    target = share / (1.0 - share) * rl_tokens
-    out: list[int] = []
-    got = 0
-    for i in torch.randperm(len(lengths), generator=generator).tolist():
-        if out and got >= target:
-            break
-        out.append(i)
-        got += lengths[i]
-    return out
-
-
-def gradient_shares(adv: torch.Tensor, old_logp: list[torch.Tensor], decision: list[list[bool]]) -> dict[str, float]:
-    """Where the policy gradient of a batch comes from. A sampled token's PG gradient on its own logit
-    is ``A * (1 - p)`` (before clipping), so ``|A| * (1 - p_old)`` per response token weighs what each
-    token can move. Shares of that weight: from positive- and negative-advantage samples, and from
-    decision tokens (:func:`decision_mask`) against format tokens; ``grad/decision_token_frac`` is the
-    plain share of decision tokens. ``rollout/decision_nll``: the mean ``-log p_old`` of the sampled
-    decision tokens, an estimate of the policy's entropy where it decides (near 0: a collapsed policy
-    whose groups come out uniform). ``adv`` ``[N]``, ``old_logp`` N tensors ``[T_i]``, ``decision`` N
-    lists ``[T_i]``. A batch with no weight (every advantage 0) gives no ``grad/*_share``."""
-    tot = pos = neg = dec = nll = 0.0
-    n_tok = n_dec = 0
-    for a, lp, d in zip(adv.tolist(), old_logp, decision):
-        w = abs(a) * (1.0 - lp.float().exp())
-        dm = torch.tensor(d, dtype=torch.bool)
-        s = float(w.sum())
-        tot += s
-        pos += s if a > 0 else 0.0
-        neg += s if a < 0 else 0.0
-        dec += float(w[dm].sum()) if len(d) else 0.0
-        nll -= float(lp.float()[dm].sum()) if len(d) else 0.0
-        n_tok += len(d)
-        n_dec += int(dm.sum())
-    out = {"grad/decision_token_frac": n_dec / max(1, n_tok)}
-    if n_dec:
-        out["rollout/decision_nll"] = nll / n_dec
-    if tot > 0:
-        out |= {"grad/pos_share": pos / tot, "grad/neg_share": neg / tot, "grad/decision_share": dec / tot}
-    return out
-
-
-def _light_sample(s: StepSample) -> StepSample:
-    """``s`` without its prompt (ids, messages, observation): what the metrics of a batch read,
-    cheap to send to the other processes."""
-    return replace(s, prompt_ids=[], messages=[], observation="")
-
-
-def _light(trajs: list[Trajectory]) -> list[Trajectory]:
-    """Trajectories as :func:`_light_sample` (no privileged state): enough for rows and metrics."""
-    return [replace(t, steps=[_light_sample(s) for s in t.steps], privileged_state={}) for t in trajs]
-
-
-def training_samples(trajs: list[Trajectory]) -> list[StepSample]:
-    """Step samples that enter the update. An episode ended by an env crash or hang says nothing
-    about the policy, so it is left out (and counted in ``rollout/env_errors``) rather than
-    scored as a failure that would push its group's advantages around."""
-    return [s for t in trajs if t.error is None for s in t.steps if s.response_ids]
-
-
-def routed_step_skill(sample: StepSample, skills: dict[int, str],
-                      step_skills: dict[int, dict[int, str]] | None) -> str | None:
-    """The step-level skill that "critical-first" routing gives this sample (None: the episode skill,
-    or no skill at all). A step skill is only used when its trajectory also has an episode skill."""
-    if not step_skills or not skills.get(sample.traj_id):
-        return None
-    return (step_skills.get(sample.traj_id) or {}).get(sample.step) or None
-
-
-def shift_stats(delta: torch.Tensor, old_logp: torch.Tensor, adv_sign: torch.Tensor) -> dict[str, float]:
-    """How far the skill moves the teacher, over the response tokens that carry a teacher signal.
-
-    Shapes ``[N]`` each: ``delta = teacher_logp - old_logp`` per token, the token's ``old_logp``, and the
-    sign (-1, 0, +1) of its sample's advantage. Besides the shift's mean and quantiles: the share of
-    tokens moved by more than one nat; ``delta_abs_gradw``, the mean ``|delta|`` weighted by
-    ``1 - p_old`` (a sampled token's log-prob gradient scales with it, so near-certain tokens, most of a
-    trained policy's, carry no update whatever the gate says, and the plain quantiles can sit at 0 while
-    the tokens that train move a lot); the mean shift on positive- and negative-advantage tokens; and
-    ``adv_agree_gradw``, the agreement of the shift's sign with the advantage's, weighted by
-    ``|delta| * (1 - p_old)``: -1 always against the outcome, 0 unrelated to it (the teacher says
-    something else), +1 it only repeats what the outcome says. Empty input: no statistics."""
-    if not len(delta):
-        return {}
-    delta, w = delta.float(), 1.0 - old_logp.float().exp()
-    q = torch.quantile(delta, torch.tensor([0.01, 0.1, 0.5, 0.9, 0.99]))
-    out = {"teacher/delta_mean": float(delta.mean()), "teacher/delta_p01": float(q[0]),
-           "teacher/delta_p10": float(q[1]), "teacher/delta_p50": float(q[2]), "teacher/delta_p90": float(q[3]),
-           "teacher/delta_p99": float(q[4]), "teacher/delta_pos_frac": float((delta > 0).float().mean()),
-           "teacher/delta_tail_frac": float((delta.abs() > 1.0).float().mean())}
-    if float(w.sum()) > 0:
-        out["teacher/delta_abs_gradw"] = float((delta.abs() * w).sum() / w.sum())
-    for name, side in (("adv_pos", adv_sign > 0), ("adv_neg", adv_sign < 0)):
-        if side.any():
-            out[f"teacher/delta_mean_{name}"] = float(delta[side].mean())
-    mass = delta.abs() * w * adv_sign.abs()
-    if float(mass.sum()) > 0:
-        out["teacher/adv_agree_gradw"] = float((mass * delta.sign() * adv_sign).sum() / mass.sum())
-    return out
-
-
-def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], old_logp, teacher_logp,
-                    signal: torch.Tensor, adv: torch.Tensor) -> dict[str, Any]:
-    """Is the distillation signal alive? Parse rate, coverage, and how far the teacher moves
-    (:func:`shift_stats` over the response tokens of samples with a signal; ``adv``: one advantage
-    per sample)."""
-    n = max(1, len(results))
-    keep = [i for i, (o, m) in enumerate(zip(old_logp, signal.tolist())) if m > 0 and len(o)]
-    out = {
-        "skills/parse_rate": sum(r.skill is not None for r in results) / n,
-        "skills/errors": sum(r.error is not None for r in results),
-        "skills/timeouts": sum("timeout" in (r.error or "") for r in results),
-        "skills/signal_frac": float(signal.mean()) if len(signal) else 0.0,
-        "skills/prompt_tokens": sum(r.prompt_tokens for r in results),
-        "skills/completion_tokens": sum(r.completion_tokens for r in results),
-    }
-    if keep:
-        old = torch.cat([old_logp[i] for i in keep])
-        delta = torch.cat([teacher_logp[i] for i in keep]) - old
-        sign = torch.sign(adv[keep].float()).repeat_interleave(torch.tensor([len(old_logp[i]) for i in keep]))
-        out |= shift_stats(delta, old, sign)
-    return out
-
-
-def rollout_digests(trajs: list[Trajectory]) -> list[str]:
-    """One 8-hex-digit hash per episode, in ``traj_id`` order, of its task and every response's token
-    ids. Two runs of one seed (same task stream) took identical actions in an episode iff its digests
-    match (up to a 2^-32 collision). Runs whose rollouts stay equal trained on the same episodes; once
-    they differ they follow different sampling branches, which ``seedrl compare``'s report counts."""
-    out = []
-    for t in sorted(trajs, key=lambda t: t.traj_id):
-        h = hashlib.blake2b(t.task_id.encode(), digest_size=4)
-        for s in t.steps:
-            h.update(b"|" + ",".join(map(str, s.response_ids)).encode())
-        out.append(h.hexdigest())
-    return out
-
-
-def rollout_metrics(trajs: list[Trajectory], samples: list[StepSample], old_logp, adv: torch.Tensor) -> dict[str, Any]:
-    """What a dead or broken signal looks like: zero-advantage share, all-same groups, logp drift."""
-    n = max(1, len(trajs))
-    groups: dict[int, list[bool]] = {}
-    for t in trajs:
-        groups.setdefault(t.group_id, []).append(t.won)
-    resp_lens = [len(s.response_ids) for s in samples]
-    drift = [float((torch.tensor(s.logprobs) - lp).abs().mean()) for s, lp in zip(samples, old_logp) if len(lp)]
-    return {
-        "rollout/success_rate": sum(t.won for t in trajs) / n,
-        "rollout/episode_reward": sum(t.episode_reward for t in trajs) / n,
-        "rollout/steps": sum(len(t.steps) for t in trajs) / n,
-        # both invalid-action rules, whichever one the penalty uses (env.invalid_action)
-        "rollout/invalid_rate": sum(not s.action_valid for s in samples) / max(1, len(samples)),
-        "rollout/invalid_format_rate": sum(not s.format_valid for s in samples) / max(1, len(samples)),
-        "rollout/truncated": sum(t.truncated for t in trajs) / n,
-        "rollout/env_errors": sum(t.error is not None for t in trajs),
-        "rollout/response_tokens": sum(resp_lens) / max(1, len(resp_lens)),
-        "rollout/samples": len(samples),
-        "adv/mean": float(adv.mean()), "adv/std": float(adv.std()) if len(adv) > 1 else 0.0,
-        "adv/zero_frac": float((adv.abs() < 1e-8).float().mean()),
-        "adv/uniform_groups": sum(len(set(v)) == 1 for v in groups.values()) / max(1, len(groups)),
-        # share of the advantage mass sum|A| on samples of groups whose outcomes are all equal: there it
-        # comes only from the invalid-action penalty, which mean_std normalisation blows up to unit size
-        "adv/uniform_group_mass": (float(sum(abs(x) for x, s in zip(adv.tolist(), samples)
-                                             if len(set(groups[s.group_id])) == 1))
-                                   / max(1e-12, float(adv.abs().sum()))) if len(adv) else 0.0,
-        # generator log-probs vs the trainer's recomputation: > ~1e-3 means a prompt/position mismatch
-        "check/rollout_logp_drift": sum(drift) / max(1, len(drift)),
-    }

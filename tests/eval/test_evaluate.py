@@ -93,7 +93,7 @@ def test_evaluation_prompts_never_carry_a_skill(tmp_path, tiny_tokenizer):
 
     tr.backend.generate = recording
     tr.cfg.eval.num_tasks = 2
-    tr.run_evals("check")
+    tr.evaluator.run("check", tr.iteration)
     assert len(seen) >= 4 and not any(has_skill(p) or SKILL in p for p in seen)
 
 
@@ -106,7 +106,7 @@ def test_env_executor_setting_reaches_training_rollouts_and_evaluation(tmp_path,
     import multiprocessing
 
     from seedrl.rollout import runner
-    from seedrl.train import trainer as trainer_mod
+    from seedrl.train import collect as collect_mod
 
     made: dict[str, list[str]] = {"eval": [], "pool": []}
 
@@ -117,14 +117,14 @@ def test_env_executor_setting_reaches_training_rollouts_and_evaluation(tmp_path,
         return make
 
     monkeypatch.setattr(runner, "make_executor", recording("eval", runner.make_executor))
-    make_pool = recording("pool", trainer_mod.make_executor)
+    make_pool = recording("pool", collect_mod.make_executor)
 
     def pool_with_restarts(*a, **k):  # as if two workers had been replaced before the first row
         pool = make_pool(*a, **k)
         pool.restarts = 2
         return pool
 
-    monkeypatch.setattr(trainer_mod, "make_executor", pool_with_restarts)
+    monkeypatch.setattr(collect_mod, "make_executor", pool_with_restarts)
     rows = {}
     for ex in ("thread", "process"):
         made["eval"].clear()

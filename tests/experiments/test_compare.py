@@ -386,7 +386,7 @@ def test_compare_end_to_end_is_resumable_and_shares_the_initial_eval(tmp_path, m
 
     cfg = load_config(TrainConfig, tmp_path / "runs" / "seed-seed1" / "config.yaml",
                       [f"run_dir={tmp_path / 'fresh'}"])
-    fresh = Trainer(cfg).run_evals("check")
+    fresh = Trainer(cfg).evaluator.run("check", 0)
     shared = json.loads((tmp_path / "runs" / "initial_eval" / "seed1.json").read_text())["results"]
     assert {k: v["tasks"] for k, v in fresh.items()} == {k: v["tasks"] for k, v in shared.items()}
 

@@ -119,7 +119,7 @@ def test_a_task_that_starts_at_a_replayed_demonstrations_state_leaves_the_heldou
     the report's line says 1 more was left out and against what. Seen red on: the demonstration check
     left out of ``with_heldout_panels`` (125 tasks); only ``cells[0]``'s replay pool checked (seed 0's:
     nothing dropped); the replay seed not taken from the cell's config (``replay_source`` with seed 0)."""
-    import seedrl.train.trainer as trainer_mod
+    import seedrl.train.update as update_mod
     from seedrl.train.sft import expert_demonstrations
 
     held = [t for t in IDS if t not in TRAINED]
@@ -133,7 +133,7 @@ def test_a_task_that_starts_at_a_replayed_demonstrations_state_leaves_the_heldou
         return expert_demonstrations(env_name, env_kwargs, [x], max_steps=1, history_length=history_length,
                                      noise=0.0, seed=0)
 
-    monkeypatch.setattr(trainer_mod, "replay_demonstrations", replayed)
+    monkeypatch.setattr(update_mod, "replay_demonstrations", replayed)
     wons = [_won("000", "1" * 125), _won("111", "1" * 125)]  # every held-out room won at the end
     cells = [_cell("grpo", s, wons, config=_replay_config(s)) for s in (0, 1)]
     out, derived = with_heldout_panels(cells)
@@ -165,7 +165,7 @@ def test_the_real_replay_pool_of_the_sample_efficiency_setting_drops_rooms_met_m
     step-0 prompts compared (start rooms only: nothing dropped)."""
     from seedrl.agent.prompts import build_step_prompt
     from seedrl.envs.registry import env_class, make_env
-    from seedrl.train.trainer import replay_demonstrations
+    from seedrl.train.update import replay_demonstrations
 
     cfg = _replay_config(0)
     cfg["env"]["train_size"] = 32

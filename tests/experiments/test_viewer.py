@@ -290,7 +290,8 @@ def test_steps_are_numbered_as_the_runs_analysis_prompt_numbers_them(seed_run, t
     run = tmp_path / "run"
     shutil.copytree(seed_run["run"], run)
     cfg = yaml.safe_load((run / "config.yaml").read_text())
-    del cfg["skills"]["analysis_prompt"]  # saved before the key existed: the legacy prompt
+    # saved before the key (and config_version) existed: the legacy prompt
+    del cfg["skills"]["analysis_prompt"], cfg["config_version"]
     (run / "config.yaml").write_text(yaml.safe_dump(cfg))
     assert step_base(run) == 1
     assert step_base(tmp_path / "no_run") == 0

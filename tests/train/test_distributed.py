@@ -107,6 +107,7 @@ def test_task_blocks_are_contiguous_and_refuse_a_batch_that_does_not_divide():
 def test_sample_layout_maps_global_mini_batches_to_local_indices():
     lay = D.SampleLayout(lengths=[3, 1, 4, 1, 5], signal=None, offset=2, count=2)
     assert lay.local([4, 2, 0, 3, 1]) == [0, 1]  # global 2 and 3, in mini-batch order
+    assert lay.own([4, 2, 0, 3, 1], ["a", "b", "c", "d", "e"]) == ["b", "d"]  # their values, aligned with local()
     single = D.sample_layout(D.SINGLE, [3, 1], [True, False])
     assert (single.lengths, single.signal, single.offset, single.count) == ([3, 1], [True, False], 0, 2)
     assert single.local([1, 0]) == [1, 0]
@@ -174,13 +175,13 @@ def test_two_processes_compute_the_one_process_update(tmp_path):
 NAIVE_DDP = """
 import sys
 import torch
-import seedrl.train.trainer as T
+import seedrl.train.update as U
 from seedrl.train import distributed as D
 
 # the usual mistake: each rank normalises by its own tokens over its own mini-batches, and plain DDP
 # averages the gradients
-T.sample_layout = lambda world, lengths, signal: D.SampleLayout(lengths, signal, 0, len(lengths))
-T.data_parallel = lambda model, device: torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
+U.sample_layout = lambda world, lengths, signal: D.SampleLayout(lengths, signal, 0, len(lengths))
+D.data_parallel = lambda model, device: torch.nn.parallel.DistributedDataParallel(model, broadcast_buffers=False)
 from seedrl.cli import main
 sys.argv = ["seedrl"] + sys.argv[1:]
 main()

@@ -12,7 +12,9 @@ import pytest
 import torch
 
 from seedrl.config import TrainConfig, load_config, load_run_config, save_config
-from seedrl.train.trainer import Trainer, UpdateBatch, sample_keys, training_samples, unsafe_in_this_run
+from seedrl.train.resume import unsafe_in_this_run
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import UpdateBatch, sample_keys, training_samples
 from tests.helpers import tiny_cfg
 
 CONFIGS = Path(__file__).parents[2] / "configs"
@@ -31,8 +33,9 @@ def test_seed_presets_average_opd_as_seeds_code_and_old_runs_keep_theirs(tmp_pat
         path = tmp_path / f"{name}.yaml"
         save_config(cfg, path)
         text = path.read_text()
-        assert "opd_agg: micro_batch_mean\n" in text
-        path.write_text(text.replace("  opd_agg: micro_batch_mean\n", ""))
+        assert "opd_agg: micro_batch_mean\n" in text and text.startswith("config_version: 1\n")
+        # saved before config_version and algo.opd_agg were written
+        path.write_text(text.replace("  opd_agg: micro_batch_mean\n", "").replace("config_version: 1\n", ""))
         assert load_run_config(path).algo.opd_agg == expect, name
         save_config(tiny_cfg(tmp_path / name, **{"algo.name": name, "algo.opd_agg": "signal_token_mean"}), path)
         assert load_run_config(path).algo.opd_agg == "signal_token_mean"  # explicit: kept
@@ -58,7 +61,7 @@ def _opd_rows(tmp_path, runs):
     samples = [s for s in training_samples(tr.collect({})) if s.response_ids]
     n = len(samples)
     k = n // 3
-    old = tr.logprobs(tr.model, samples)
+    old = tr.scorer.logprobs(tr.model, samples)
     teacher = [o + GAP for o in old]
     signal = torch.tensor([1.0] * k + [0.0] * (n - k))
     state = copy.deepcopy(tr.model.state_dict())
@@ -100,7 +103,7 @@ def test_dedupe_keeps_seeds_opd_term(tmp_path):
     samples = [s for s in training_samples(tr.collect({})) if s.response_ids]
     samples = samples + samples[:4]
     n = len(samples)
-    old = tr.logprobs(tr.model, samples)
+    old = tr.scorer.logprobs(tr.model, samples)
     teacher = [o + GAP * (1 + i % 3) for i, o in enumerate(old[: n - 4])]
     teacher += teacher[:4]
     signal = torch.tensor([float(i % 2) for i in range(n - 4)] + [float(i % 2) for i in range(4)])
@@ -125,3 +128,15 @@ def test_dedupe_keeps_seeds_opd_term(tmp_path):
     scale = max(float(g.abs().max()) for g in grads[0].values())
     assert scale > 0 and grads[0].keys() == grads[1].keys()
     assert max(float((grads[0][name] - grads[1][name]).abs().max()) for name in grads[0]) < 1e-5 * scale
+
+
+def test_the_opd_agg_names_are_written_once():
+    """``algo.opd_agg``'s names live in seedrl.methods (torch-free, so the config reads them); the tensor
+    math's own tuple must not drift from them (seedrl.algos.OPD_AGGS, which should import them)."""
+    import typing
+
+    from seedrl.algos import OPD_AGGS as ALGOS_AGGS
+    from seedrl.config import AlgoConfig
+    from seedrl.methods import OPD_AGGS
+
+    assert typing.get_args(AlgoConfig.model_fields["opd_agg"].annotation) == OPD_AGGS == ALGOS_AGGS

@@ -51,7 +51,7 @@ def _norm(grads: list[torch.Tensor]) -> float:
 
 
 def test_replay_alone_moves_the_weights_with_a_gradient_proportional_to_replay_coef(tmp_path, monkeypatch):
-    """Seen red on two broken versions of ``Trainer._replay_loss`` (seedrl/train/trainer.py):
+    """Seen red on two broken versions of ``Updater._replay_loss`` (seedrl/train/update.py):
     (a) the NLL computed and logged but never back-propagated (``(replay_coef * nll).backward()`` deleted,
     the ``loss/replay`` metric unchanged): the replay run's gradient is 0 and its weights end where the
     baseline's do; (b) ``algo.replay_coef`` ignored (``nll.backward()``, a coefficient of 1): the gradients
@@ -85,7 +85,7 @@ def _demo_pairs(cfg, tokenizer, split: str) -> list[tuple[list[int], list[int]]]
 def test_replay_demonstrations_are_the_train_splits_even_in_a_fit_check_on_an_evaluated_split(tmp_path):
     """A fit check trains on part of the evaluated panel (``env.train_split=valid_seen``); the replayed
     demonstrations must still be the ``train`` split's. Seen red on two broken versions of
-    ``replay_pool``/``replay_demonstrations`` (seedrl/train/trainer.py): demonstrations drawn from the
+    ``replay_pool``/``replay_demonstrations`` (seedrl/train/update.py): demonstrations drawn from the
     evaluation split (``build_panel(..., cfg.eval.split, ...)``) and from ``env.train_split``
     (``build_panel(..., e.train_split, ...)``): the pool then equals the valid_seen demonstrations."""
     cfg = tiny_cfg(tmp_path / "run", **(CHEAP | {"algo.replay_coef": 0.5, "algo.replay_demo_tasks": 3,

@@ -11,7 +11,9 @@ import torch
 
 from seedrl.models.scoring import batched_logprobs
 from seedrl.skills.injection import has_skill
-from seedrl.train.trainer import Trainer, UpdateBatch
+from seedrl.train.scoring import analyze
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import UpdateBatch
 from tests.helpers import SKILL, FixedAnalyzer, tiny_cfg
 
 
@@ -34,7 +36,7 @@ def test_teacher_prompts_carry_the_skill_and_student_prompts_never(tmp_path, tin
     samples = [s for t in trajs for s in t.steps]
     for s in samples:
         student = tiny_tokenizer.decode(s.prompt_ids)
-        teacher = tiny_tokenizer.decode(tr.teacher_prompt_ids(s, SKILL))
+        teacher = tiny_tokenizer.decode(tr.scorer.teacher_prompt_ids(s, SKILL))
         assert not has_skill(student) and SKILL not in student
         assert has_skill(teacher) and SKILL in teacher
         # the skill sits right after the task line, before the observation
@@ -47,21 +49,21 @@ def test_teacher_signal_only_for_parsed_trajectories_and_scored_by_pre_update_we
     tr = seed_trainer(tmp_path, FixedAnalyzer())
     trajs = tr.collect({})
     samples = [s for t in trajs for s in t.steps if s.response_ids]
-    results = tr.analyze(trajs)
+    results = analyze(tr.analyzer, trajs)
     skills = {r.traj_id: r.skill for r in results if r.skill}
     snapshot = copy.deepcopy(tr.model)  # the rollout-time weights
-    teacher, signal = tr.teacher_logprobs(samples, skills)
+    teacher, signal = tr.scorer.teacher_logprobs(samples, skills)
     assert signal.tolist() == [1.0 if s.traj_id % 2 == 0 else 0.0 for s in samples]
     idx = [i for i, s in enumerate(samples) if signal[i] > 0]
-    expect = batched_logprobs(snapshot, [tr.teacher_prompt_ids(samples[i], SKILL) for i in idx],
+    expect = batched_logprobs(snapshot, [tr.scorer.teacher_prompt_ids(samples[i], SKILL) for i in idx],
                               [samples[i].response_ids for i in idx], tr.tokenizer.pad_token_id, 4)
     for i, e in zip(idx, expect):
         torch.testing.assert_close(teacher[i], e)
     # the update then moves the weights: re-scoring now would differ, the stored teacher must not
-    old = tr.logprobs(tr.model, samples)
-    adv = tr.advantages(trajs, samples) + 1.0
+    old = tr.scorer.logprobs(tr.model, samples)
+    adv = tr.scorer.advantages(trajs, samples) + 1.0
     tr.update(UpdateBatch(samples, old, adv, None, teacher, signal))
-    after = batched_logprobs(tr.model, [tr.teacher_prompt_ids(samples[i], SKILL) for i in idx[:1]],
+    after = batched_logprobs(tr.model, [tr.scorer.teacher_prompt_ids(samples[i], SKILL) for i in idx[:1]],
                              [samples[idx[0]].response_ids], tr.tokenizer.pad_token_id, 4)
     assert not torch.allclose(after[0], teacher[idx[0]])
 
@@ -106,11 +108,11 @@ def test_sdar_family_teachers_read_the_static_skill_behind_the_privileged_prefix
     assert tr.analyzer.name == "static" and tr.method.spec.placement == "prefix"
     assert tr.method.signal.name == signal and tr.method.spec.opd_beta == beta
     trajs = tr.collect({})
-    results = tr.analyze(trajs)
+    results = analyze(tr.analyzer, trajs)
     static = tr.analyzer.skills["general"]  # sokoban ships only the general file
     assert all(r.skill == static for r in results)
     s = trajs[0].steps[0]
-    teacher = tiny_tokenizer.decode(tr.teacher_prompt_ids(s, results[0].skill))
+    teacher = tiny_tokenizer.decode(tr.scorer.teacher_prompt_ids(s, results[0].skill))
     assert teacher == f"{PRIVILEGED_HEADER}\n{static}\n\n" + tiny_tokenizer.decode(s.prompt_ids)
     tr.train()
     row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
@@ -216,12 +218,12 @@ class StepAnalyzer(FixedAnalyzer):
 def test_critical_first_routing_scores_the_critical_step_with_only_its_step_skill(tmp_path, tiny_tokenizer):
     from seedrl.agent.prompts import TURN_LINE
     from seedrl.skills.injection import SKILL_HEADER, STEP_SKILL_HEADER
-    from seedrl.train.trainer import routed_step_skill
+    from seedrl.train.scoring import routed_step_skill
 
     tr = seed_trainer(tmp_path, StepAnalyzer(), **{"skills.step_skills": True})
     trajs = tr.collect({})
     samples = [s for t in trajs for s in t.steps if s.response_ids]
-    results = tr.analyze(trajs)
+    results = analyze(tr.analyzer, trajs)
     skills = {r.traj_id: r.skill for r in results if r.skill}
     steps = {r.traj_id: r.step_skills for r in results if r.skill and r.step_skills}
     critical = [i for i, s in enumerate(samples) if s.traj_id % 2 == 0 and s.step == 1]
@@ -233,20 +235,20 @@ def test_critical_first_routing_scores_the_critical_step_with_only_its_step_skil
         assert (routed == STEP_SKILL) == (i in critical)  # odd trajectories: no episode skill, no routing
         if s.traj_id % 2:
             continue
-        teacher = tiny_tokenizer.decode(tr.teacher_prompt_ids(s, skills[s.traj_id], routed))
+        teacher = tiny_tokenizer.decode(tr.scorer.teacher_prompt_ids(s, skills[s.traj_id], routed))
         if i in critical:  # design: the critical step carries only its step skill (OPID step_priority)
             assert STEP_SKILL in teacher and SKILL not in teacher and SKILL_HEADER not in teacher
             assert teacher.index("Current board") < teacher.index(STEP_SKILL_HEADER) < teacher.index(TURN_LINE)
         else:
             assert SKILL in teacher and STEP_SKILL not in teacher and STEP_SKILL_HEADER not in teacher
     # teacher_logprobs uses exactly these routed prompts; odd trajectories get no signal at all
-    teacher, signal = tr.teacher_logprobs(samples, skills, steps)
+    teacher, signal = tr.scorer.teacher_logprobs(samples, skills, steps)
     assert signal.tolist() == [1.0 if s.traj_id % 2 == 0 else 0.0 for s in samples]
     i = critical[0]
-    [expect] = batched_logprobs(tr.model, [tr.teacher_prompt_ids(samples[i], SKILL, STEP_SKILL)],
+    [expect] = batched_logprobs(tr.model, [tr.scorer.teacher_prompt_ids(samples[i], SKILL, STEP_SKILL)],
                                 [samples[i].response_ids], tr.tokenizer.pad_token_id, 4)
     torch.testing.assert_close(teacher[i], expect)
-    [episode_only] = batched_logprobs(tr.model, [tr.teacher_prompt_ids(samples[i], SKILL)],
+    [episode_only] = batched_logprobs(tr.model, [tr.scorer.teacher_prompt_ids(samples[i], SKILL)],
                                       [samples[i].response_ids], tr.tokenizer.pad_token_id, 4)
     assert not torch.allclose(teacher[i], episode_only)
 
@@ -263,13 +265,13 @@ def test_step_skill_routing_is_logged_and_off_by_default(tmp_path):
     # flag off: an analyzer's step skills are ignored, nothing is logged about them
     tr = seed_trainer(tmp_path / "off", StepAnalyzer(), iterations=1)
     seen = {}
-    real = tr.teacher_logprobs
+    real = tr.scorer.teacher_logprobs
 
     def spy(samples, skills, step_skills=None):
         seen["step_skills"] = step_skills
         return real(samples, skills, step_skills)
 
-    tr.teacher_logprobs = spy
+    tr.scorer.teacher_logprobs = spy
     tr.train()
     row = json.loads((tmp_path / "off" / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert seen["step_skills"] is None and "skills/step_skill_frac" not in row
@@ -285,8 +287,8 @@ def test_sdar_prefixes_the_templated_prompt_and_seed_does_not(tmp_path, tiny_tok
     s = [x for t in sdar.collect({}) for x in t.steps][0]
     templated = tiny_tokenizer.apply_chat_template(s.messages, tokenize=False, add_generation_prompt=True)
     student = tiny_tokenizer.decode(s.prompt_ids)
-    t_sdar = tiny_tokenizer.decode(sdar.teacher_prompt_ids(s, SKILL))
-    t_seed = tiny_tokenizer.decode(seed.teacher_prompt_ids(s, SKILL))
+    t_sdar = tiny_tokenizer.decode(sdar.scorer.teacher_prompt_ids(s, SKILL))
+    t_seed = tiny_tokenizer.decode(seed.scorer.teacher_prompt_ids(s, SKILL))
     # SDAR: the very first text, before the chat template's own prefix, and outside every message
     assert t_sdar.startswith(f"{PRIVILEGED_HEADER}\n{SKILL}\n\n")
     assert t_sdar[len(f"{PRIVILEGED_HEADER}\n{SKILL}\n\n"):] == student and SKILL_HEADER not in t_sdar
@@ -296,9 +298,9 @@ def test_sdar_prefixes_the_templated_prompt_and_seed_does_not(tmp_path, tiny_tok
     assert t_seed[:len(student) // 4] == student[:len(student) // 4] and SKILL_HEADER in t_seed
     # left-truncation to the rollout prompt limit (SDAR's data.max_prompt_length) drops the skill first
     sdar.cfg.rollout.max_prompt_tokens = len(s.prompt_ids)
-    assert sdar.teacher_prompt_ids(s, SKILL) == s.prompt_ids
+    assert sdar.scorer.teacher_prompt_ids(s, SKILL) == s.prompt_ids
     sdar.cfg.skills.max_prompt_tokens = 1  # the analysis prompt limit plays no part in teacher prompts
-    assert sdar.teacher_prompt_ids(s, SKILL) == s.prompt_ids
+    assert sdar.scorer.teacher_prompt_ids(s, SKILL) == s.prompt_ids
 
 
 # ------------------------------------------------------------------ self analyzer: precision and step skills

@@ -9,10 +9,11 @@ import math
 import pytest
 import torch
 
-import seedrl.train.trainer as trainer_mod
+import seedrl.train.update as update_mod
 from seedrl.agent.parsing import action_span, decision_mask, parse_action
 from seedrl.errors import SeedRLError
-from seedrl.train.trainer import Trainer, gradient_shares, replay_draw
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import replay_draw
 from tests.helpers import tiny_cfg
 
 CHEAP = {"eval.num_tasks": 0, "save_every": 0, "iterations": 1, "rollout.tasks_per_batch": 2,
@@ -129,36 +130,6 @@ def test_decision_mask_with_two_blocks_marks_only_the_last(tiny_tokenizer):
 
 
 # --------------------------------------------------------------------------- #
-# gradient_shares                                                             #
-# --------------------------------------------------------------------------- #
-def test_gradient_shares_by_hand():
-    # weights |A| * (1 - p_old):  s0 (A=1):  p 0.5, 0.75   -> 0.5, 0.25
-    #                             s1 (A=-2): p 0.5, 0.9, 1 -> 1.0, 0.2, 0.0
-    #                             s2 (A=0):  p 0.1         -> 0
-    #                             s3 (A=3):  no tokens
-    adv = torch.tensor([1.0, -2.0, 0.0, 3.0])
-    old = [torch.tensor([0.5, 0.75]).log(), torch.tensor([0.5, 0.9, 1.0]).log(), torch.tensor([0.1]).log(),
-           torch.zeros(0)]
-    decision = [[False, True], [True, False, True], [True], []]
-    m = gradient_shares(adv, old, decision)
-    assert set(m) == {"grad/pos_share", "grad/neg_share", "grad/decision_share", "grad/decision_token_frac",
-                      "rollout/decision_nll"}
-    # decision tokens' -log p: 0.75, 0.5, 1.0 and 0.1
-    assert m["rollout/decision_nll"] == pytest.approx(-(math.log(0.75) + math.log(0.5) + 0 + math.log(0.1)) / 4)
-    total = 0.5 + 0.25 + 1.0 + 0.2
-    assert m["grad/pos_share"] == pytest.approx(0.75 / total, rel=1e-6)
-    assert m["grad/neg_share"] == pytest.approx(1.2 / total, rel=1e-6)
-    assert m["grad/decision_share"] == pytest.approx((0.25 + 1.0 + 0.0) / total, rel=1e-6)
-    assert m["grad/decision_token_frac"] == pytest.approx(4 / 6)
-
-
-def test_gradient_shares_without_any_advantage_give_no_shares():
-    old = [torch.tensor([0.5, 0.75]).log(), torch.tensor([0.2]).log()]
-    m = gradient_shares(torch.zeros(2), old, [[True, False], [False]])
-    assert m == {"grad/decision_token_frac": pytest.approx(1 / 3), "rollout/decision_nll": pytest.approx(-math.log(0.5))}
-
-
-# --------------------------------------------------------------------------- #
 # group filters through the Trainer, with scripted outcomes                   #
 # --------------------------------------------------------------------------- #
 def script_outcomes(tr: Trainer, table: list[list[list[float]]]) -> list[tuple[int, list]]:
@@ -246,13 +217,13 @@ def test_dynamic_sampling_in_a_training_iteration_updates_on_mixed_groups_only(t
     tr = cheap_trainer(tmp_path, **{"algo.dynamic_sampling": "true", "algo.invalid_penalty": 0.0})
     script_outcomes(tr, [[[0.0, 0.0], [1.0, 0.0]], [[0.0, 2.0], [3.0, 3.0]]])
     seen = {}
-    orig_adv = tr.advantages
+    orig_adv = tr.scorer.advantages
 
     def advantages(trajs, samples):
         seen["trajs"], seen["adv"] = trajs, orig_adv(trajs, samples)
         return seen["adv"]
 
-    tr.advantages = advantages
+    tr.scorer.advantages = advantages
     m = tr.train_iteration()
     assert m["sampling/rounds"] == 2 and m["sampling/episodes"] == 8 and m["sampling/groups_kept"] == 2
     assert len(_groups_of(seen["trajs"])) == 2
@@ -296,7 +267,7 @@ def test_replay_joins_every_minibatch_with_its_token_share(tmp_path, monkeypatch
         draws.append((lengths, rl_tokens, share_, out))
         return out
 
-    monkeypatch.setattr(trainer_mod, "replay_draw", recording)
+    monkeypatch.setattr(update_mod, "replay_draw", recording)
     m = tr.train_iteration()
     assert draws and len(draws) == m["optim_steps"]
     shares = []
@@ -326,13 +297,13 @@ def test_no_replay_keys_without_replay(tmp_path):
 def test_clip_ratio_low_and_high_reach_ppo_clip_loss(tmp_path, monkeypatch):
     tr = cheap_trainer(tmp_path, **{"algo.clip_ratio_high": 0.28, "algo.clip_ratio_low": 0.15})
     seen = []
-    orig = trainer_mod.ppo_clip_loss
+    orig = update_mod.ppo_clip_loss
 
     def recording(*args, **kwargs):
         seen.append(kwargs)
         return orig(*args, **kwargs)
 
-    monkeypatch.setattr(trainer_mod, "ppo_clip_loss", recording)
+    monkeypatch.setattr(update_mod, "ppo_clip_loss", recording)
     tr.train_iteration()
     assert seen
     assert all(k["clip_ratio_high"] == 0.28 and k["clip_ratio_low"] == 0.15 for k in seen)
@@ -347,16 +318,16 @@ def test_sign_coefficients_scale_the_trainer_advantages(tmp_path):
             s.reward = 0.0
         t.steps[-1].reward = 10.0 if i % 2 == 0 else 0.0
     samples = [s for t in trajs for s in t.steps if s.response_ids]
-    base = tr.advantages(trajs, samples)
+    base = tr.scorer.advantages(trajs, samples)
     assert bool((base > 0).any()) and bool((base < 0).any())
 
     tr.cfg.algo.neg_adv_coef = 0.0
-    only_pos = tr.advantages(trajs, samples)
+    only_pos = tr.scorer.advantages(trajs, samples)
     assert not bool((only_pos < 0).any())
     torch.testing.assert_close(only_pos, torch.where(base > 0, base, torch.zeros_like(base)))
 
     tr.cfg.algo.pos_adv_coef, tr.cfg.algo.neg_adv_coef = 2.0, 0.5
-    scaled = tr.advantages(trajs, samples)
+    scaled = tr.scorer.advantages(trajs, samples)
     torch.testing.assert_close(scaled, torch.where(base > 0, 2.0 * base, 0.5 * base))
 
 
@@ -414,14 +385,14 @@ def test_dedupe_gives_the_update_of_the_unmerged_batch(tmp_path):
     the one over every copy (fp32; up to float rounding), and the stats must agree."""
     import copy
 
-    from seedrl.train.trainer import UpdateBatch, sample_keys, training_samples
+    from seedrl.train.update import UpdateBatch, sample_keys, training_samples
 
     tr = Trainer(tiny_cfg(tmp_path / "r", **{"eval.num_tasks": 0, "save_every": 0, "rollout.group_size": 2,
                                              "env.max_steps": 2, "optim.ppo_epochs": 2,
                                              "optim.mini_batch_size": 4, "model.precision": "fp32"}))
     samples = training_samples(tr.collect({}))
     samples = samples + samples[:3] + samples[:1]  # duplicates: three twice, one three times
-    old = tr.logprobs(tr.model, samples)
+    old = tr.scorer.logprobs(tr.model, samples)
     adv = torch.linspace(-1.0, 1.0, len(samples))
     adv[len(samples) - 4:] = torch.cat([adv[:3], adv[:1]])  # the copies keep their advantage
     state = copy.deepcopy(tr.model.state_dict())
@@ -444,7 +415,7 @@ def test_dedupe_gives_the_update_of_the_unmerged_batch(tmp_path):
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_split_by_key_keeps_copies_together_and_covers_the_batch(seed):
-    from seedrl.train.trainer import split_by_key
+    from seedrl.train.update import split_by_key
 
     g = torch.Generator().manual_seed(seed)
     keys = [("k", int(x)) for x in torch.randint(0, 7, (40,), generator=g)]
@@ -463,7 +434,7 @@ def test_split_by_key_keeps_copies_together_and_covers_the_batch(seed):
 def test_split_by_key_by_hand():
     """keys a a b c b d, order 0..5, size 3: a's two copies (2 samples, < 3) take b's two as well
     (4 >= 3: closed); c and d make the last."""
-    from seedrl.train.trainer import split_by_key
+    from seedrl.train.update import split_by_key
 
     keys = [("a",), ("a",), ("b",), ("c",), ("b",), ("d",)]
     assert split_by_key(list(range(6)), keys, 3) == [[0, 1, 2, 4], [3, 5]]
@@ -476,13 +447,13 @@ def test_split_distinct_scores_each_distinct_sample_once_per_epoch(tmp_path, mon
     mini-batches); with duplicates, an epoch's forward rows are the distinct samples, not more."""
     import copy
 
-    from seedrl.train.trainer import UpdateBatch, sample_keys, training_samples
+    from seedrl.train.update import UpdateBatch, sample_keys, training_samples
 
     over = {"rollout.group_size": 2, "env.max_steps": 2, "optim.ppo_epochs": 2, "optim.mini_batch_size": 4,
             "model.precision": "fp32"}
     tr = cheap_trainer(tmp_path, **over)
     samples = training_samples(tr.collect({}))
-    old = tr.logprobs(tr.model, samples)
+    old = tr.scorer.logprobs(tr.model, samples)
     adv = torch.linspace(-1.0, 1.0, len(samples))
     state, opt_state = copy.deepcopy(tr.model.state_dict()), copy.deepcopy(tr.optimizer.state_dict())
 
@@ -502,8 +473,8 @@ def test_split_distinct_scores_each_distinct_sample_once_per_epoch(tmp_path, mon
 
     dup = samples + samples * 3  # every sample 4 times: each mini-batch of 4 holds one distinct sample
     rows = []
-    orig = trainer_mod.Trainer._micro_batch_loss
-    monkeypatch.setattr(trainer_mod.Trainer, "_micro_batch_loss",
+    orig = update_mod.Updater._micro_batch_loss
+    monkeypatch.setattr(update_mod.Updater, "_micro_batch_loss",
                         lambda self, b, mi, *a, **k: rows.append(len(mi)) or orig(self, b, mi, *a, **k))
     run(False, dup, old * 4, adv.repeat(4))
     default_rows, rows[:] = sum(rows), []
@@ -521,7 +492,7 @@ def test_uniform_group_mass_is_the_advantage_share_of_all_equal_groups():
     """adv/uniform_group_mass: sum|A| over samples of groups whose outcomes are all equal / sum|A|.
     Group 0 (both won) holds |A| 1 + 3, group 1 (one won) holds |A| 2 + 2 + 2: share 4 / 10."""
     from seedrl.rollout.types import StepSample, Trajectory
-    from seedrl.train.trainer import rollout_metrics
+    from seedrl.train.metrics import rollout_metrics
 
     def traj(tid, gid, won, n):
         steps = [StepSample([1], [2], [-0.1], traj_id=tid, group_id=gid, step=k, reward=float(won and k == n - 1),
@@ -550,10 +521,10 @@ def test_episode_discount_favours_the_shorter_win(tmp_path):
     trajs = [Trajectory(0, 0, "t", steps=[step(0, 0, 10.0)], won=True),
              Trajectory(1, 0, "t", steps=[step(1, 0, 0.0), step(1, 1, 10.0)], won=True)]
     samples = [s for t in trajs for s in t.steps]
-    assert tr.advantages(trajs, samples).abs().max() < 1e-6
+    assert tr.scorer.advantages(trajs, samples).abs().max() < 1e-6
     tr.cfg.algo.episode_discount = 0.5
-    assert tr.returns(trajs).tolist() == [10.0, 5.0]
-    adv = tr.advantages(trajs, samples)
+    assert tr.scorer.returns(trajs).tolist() == [10.0, 5.0]
+    adv = tr.scorer.advantages(trajs, samples)
     assert adv[0] > 0 and adv[1] < 0 and adv[2] < 0
 
 
@@ -564,9 +535,10 @@ def test_iterations_that_never_update_warn_louder_and_the_run_says_it_never_lear
 
     tr = cheap_trainer(tmp_path, **{"algo.dynamic_sampling": "true", "algo.dynamic_sampling_rounds": 1,
                                     "iterations": 7, "rollout.tasks_per_batch": 1, "env.max_steps": 1})
-    with caplog.at_level(logging.WARNING, logger="seedrl.train.trainer"):
+    with caplog.at_level(logging.WARNING):  # the streak: seedrl.train.collect; the end: the trainer
         tr.train()
-    msgs = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "seedrl.train.trainer"]
+    msgs = [(r.levelno, r.getMessage()) for r in caplog.records
+            if r.name in ("seedrl.train.trainer", "seedrl.train.collect")]
     streak = [(lv, m) for lv, m in msgs if "in a row" in m]
     assert [lv for lv, _ in streak] == [logging.WARNING, logging.ERROR], msgs
     assert streak[0][1].startswith("3 iterations in a row (1-3) made no update") and \
@@ -578,6 +550,6 @@ def test_iterations_that_never_update_warn_louder_and_the_run_says_it_never_lear
 def test_a_run_that_updates_says_nothing_about_skips(tmp_path, caplog):
     import logging
 
-    with caplog.at_level(logging.WARNING, logger="seedrl.train.trainer"):
+    with caplog.at_level(logging.WARNING):
         cheap_trainer(tmp_path, iterations=2).train()
     assert not [r for r in caplog.records if "no update" in r.getMessage() or "updated the policy" in r.getMessage()]

@@ -11,7 +11,9 @@ import torch
 from seedrl.errors import SeedRLError
 from seedrl.train import checkpoint as ckpt_mod
 from seedrl.train.checkpoint import latest_checkpoint
-from seedrl.train.trainer import Trainer, UpdateBatch, rollout_digests, rollout_metrics, teacher_metrics
+from seedrl.train.metrics import rollout_metrics
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import UpdateBatch
 from tests.helpers import assert_updated, mixed_outcomes, tiny_cfg
 
 
@@ -29,7 +31,7 @@ def test_every_step_sample_gets_its_trajectory_advantage(tmp_path):
         for s in t.steps:
             s.reward = 0.0
         t.steps[-1].reward = 10.0 if i % 2 == 0 else 0.0
-    adv = tr.advantages(trajs, samples)
+    adv = tr.scorer.advantages(trajs, samples)
     by_traj: dict[int, set[float]] = {}
     for s, a in zip(samples, adv.tolist()):
         by_traj.setdefault(s.traj_id, set()).add(round(a, 6))
@@ -55,9 +57,9 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
     tr = Trainer(tiny_cfg(tmp_path / "r", **{"algo.invalid_penalty": 0.5}))
     trajs, samples = rollout_batch(tr)
     idx = list(range(min(8, len(samples))))
-    old = tr.logprobs(tr.model, samples)
-    ref = tr.reference_logprobs(samples)
-    adv = tr.advantages(trajs, samples) + torch.linspace(-1, 1, len(samples))  # nonzero everywhere
+    old = tr.scorer.logprobs(tr.model, samples)
+    ref = tr.scorer.reference_logprobs(samples)
+    adv = tr.scorer.advantages(trajs, samples) + torch.linspace(-1, 1, len(samples))  # nonzero everywhere
     # perturb weights so ratio != 1 and the clip/KL terms are active
     with torch.no_grad():
         for p in tr.model.parameters():
@@ -67,7 +69,7 @@ def test_gradient_accumulation_matches_one_big_batch(tmp_path):
 
     def grads(micro: int):
         tr.cfg.optim.micro_batch_size = micro
-        tr.minibatch_step(UpdateBatch(samples, old, adv, ref), idx, denom)
+        tr.updater.minibatch_step(UpdateBatch(samples, old, adv, ref), idx, denom)
         return torch.cat([p.grad.flatten() for p in tr.model.parameters() if p.grad is not None]).clone()
 
     g_big, g_acc = grads(len(idx)), grads(1)
@@ -162,11 +164,11 @@ def test_update_raises_logp_of_positive_advantage_responses(tmp_path):
     adv = torch.tensor([1.0, -1.0] * 4)
 
     def logps():
-        return [float(x.sum()) for x in tr.logprobs(tr.model, samples[:2])]
+        return [float(x.sum()) for x in tr.scorer.logprobs(tr.model, samples[:2])]
 
     before = logps()
     for _ in range(3):
-        old = tr.logprobs(tr.model, samples)
+        old = tr.scorer.logprobs(tr.model, samples)
         tr.update(UpdateBatch(samples, old, adv))
     after = logps()
     assert after[0] > before[0] + 0.1 and after[1] < before[1] - 0.1
@@ -200,7 +202,7 @@ def test_any_hf_causal_lm_folder_trains(tmp_path, tiny_tokenizer, arch, lora):
 
 def test_env_crashes_are_left_out_of_the_update():
     from seedrl.rollout.types import StepSample, Trajectory
-    from seedrl.train.trainer import training_samples
+    from seedrl.train.update import training_samples
 
     def traj(i, error=None, resp=(1,)):
         t = Trajectory(traj_id=i, group_id=0, task_id="t", error=error)
@@ -235,13 +237,13 @@ def test_invalid_action_penalty_follows_env_invalid_action_and_both_rates_are_lo
         trajs = tr.collect({})
         samples = [s for t in trajs for s in t.steps]
         m = rollout_metrics(trajs, samples, [torch.zeros(len(s.response_ids)) for s in samples],
-                            tr.advantages(trajs, samples))
+                            tr.scorer.advantages(trajs, samples))
         malformed = [not s.format_valid for s in samples]
         rejected = [not s.action_valid for s in samples]
         assert any(malformed) and any(rejected) and not any(a and b for a, b in zip(malformed, rejected))
         assert m["rollout/invalid_format_rate"] == pytest.approx(sum(malformed) / len(samples))
         assert m["rollout/invalid_rate"] == pytest.approx(sum(rejected) / len(samples))
-        adv = tr.advantages(trajs, samples)
+        adv = tr.scorer.advantages(trajs, samples)
         hit = malformed if rule == "format" else rejected
         # mean-only advantages: within a trajectory a penalised step sits exactly 1.0 below the others
         pairs = 0
@@ -255,50 +257,3 @@ def test_invalid_action_penalty_follows_env_invalid_action_and_both_rates_are_lo
         assert pairs
         scores[rule] = adv
     assert not torch.equal(scores["format"], scores["admissible"])
-
-
-def test_teacher_metrics_tail_and_advantage_sides_by_hand():
-    """The shift's tail (|teacher - old| > 1 nat), its size where gradients flow (weight 1 - p_old) and its
-    agreement with the advantage's sign, worked out by hand; a sample without a signal (its big shift
-    included) never counts, nor does a token the policy is sure of (p_old = 1)."""
-    from seedrl.skills.analyzers.base import AnalysisResult
-
-    # p_old 0.5 and 1 | 0.75, 0.75, 0.5: gradient weights 1 - p_old = 0.5, 0 | 0.25, 0.25, 0.5
-    old = [torch.tensor([0.5, 1.0]).log(), torch.tensor([0.75, 0.75, 0.5]).log(), torch.zeros(1)]
-    shift = [torch.tensor([2.0, 0.0]), torch.tensor([-3.0, 0.5, 1.5]), torch.tensor([5.0])]
-    teacher = [o + d for o, d in zip(old, shift)]
-    signal, adv = torch.tensor([1.0, 1.0, 0.0]), torch.tensor([1.0, -1.0, 1.0])
-    results = [AnalysisResult(0, "skill"), AnalysisResult(1, None)]
-    m = teacher_metrics(results, [], old, teacher, signal, adv)
-    assert m["skills/parse_rate"] == 0.5
-    assert m["teacher/delta_mean"] == pytest.approx(1.0 / 5)  # 2 + 0 - 3 + 0.5 + 1.5, not the 5.0
-    assert m["teacher/delta_tail_frac"] == pytest.approx(3 / 5)  # 2, -3, 1.5
-    assert m["teacher/delta_mean_adv_pos"] == pytest.approx(1.0)
-    assert m["teacher/delta_mean_adv_neg"] == pytest.approx(-1 / 3)
-    # |shift| * w: 1.0, 0 | 0.75, 0.125, 0.75 over w 1.5; agreement (1.0 + 0.75 - 0.125 - 0.75) / 2.625
-    assert m["teacher/delta_abs_gradw"] == pytest.approx(2.625 / 1.5)
-    assert m["teacher/adv_agree_gradw"] == pytest.approx(1 / 3)
-    # linear interpolation over the sorted shifts (-3, 0, 0.5, 1.5, 2): positions 0.04 and 3.96
-    assert m["teacher/delta_p01"] == pytest.approx(-2.88) and m["teacher/delta_p99"] == pytest.approx(1.98)
-    # without any signal: no teacher metrics at all
-    assert not any(k.startswith("teacher/") for k in teacher_metrics(results, [], old, teacher, torch.zeros(3), adv))
-
-
-def test_rollout_digests_tell_which_episodes_two_runs_shared():
-    """One hash per episode in traj_id order, equal iff the task and every response's tokens are equal."""
-    from seedrl.rollout.types import StepSample, Trajectory
-
-    def traj(tid, task, responses):
-        return Trajectory(tid, tid // 2, task, steps=[StepSample([9], r, [0.0] * len(r), tid, tid // 2, i, 0.0, True)
-                                                      for i, r in enumerate(responses)])
-
-    a = [traj(0, "t0", [[1, 2], [3]]), traj(1, "t0", [[1, 2]]), traj(2, "t1", [[4]])]
-    d = rollout_digests(a)
-    assert len(d) == 3 and all(len(x) == 8 and int(x, 16) >= 0 for x in d)
-    assert rollout_digests(list(reversed(a))) == d  # ordered by traj_id, not by arrival
-    b = [traj(0, "t0", [[1, 2], [4]]),   # second turn differs
-         traj(1, "t0", [[1, 2]]),         # identical
-         traj(2, "t9", [[4]])]            # same tokens on another task
-    assert [x == y for x, y in zip(d, rollout_digests(b))] == [False, True, False]
-    # where one turn ends and the next begins is part of the episode: [1, 2], [3] is not [1], [2, 3]
-    assert rollout_digests([traj(0, "t0", [[1], [2, 3]])])[0] != d[0]

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from seedrl.errors import SeedRLError
-from seedrl.train.trainer import Trainer, UpdateBatch, training_samples, warmup_factor, warmup_schedule
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import UpdateBatch, training_samples, warmup_factor, warmup_schedule
 from tests.helpers import assert_updated, mixed_outcomes, tiny_cfg
 
 CHEAP = {"eval.num_tasks": 0, "save_every": 0, "rollout.tasks_per_batch": 2, "rollout.group_size": 2,
@@ -54,7 +55,7 @@ def test_warmup_ratio_rises_linearly_over_iterations_and_never_within_one(tmp_pa
     tr = Trainer(tiny_cfg(tmp_path / "r", **(CHEAP | {"iterations": 10, "optim.warmup_ratio": 0.3,
                                                      "optim.mini_batch_size": 2})))
     samples = training_samples(tr.collect({}))
-    ub = UpdateBatch(samples, tr.logprobs(tr.model, samples), torch.linspace(-1.0, 1.0, len(samples)))
+    ub = UpdateBatch(samples, tr.scorer.logprobs(tr.model, samples), torch.linspace(-1.0, 1.0, len(samples)))
     lrs = _step_lrs(tr, ub, 6)
     for i, steps in enumerate(lrs, start=1):
         assert steps == pytest.approx([1e-3 * min(1.0, i / 3)] * len(steps), rel=1e-12), i
@@ -83,3 +84,14 @@ def test_warmup_ratio_survives_a_resume_and_refuses_a_longer_warmup(tmp_path):
     assert_updated(rows)
     assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
     assert [r["lr"] for r in rows] == pytest.approx([1e-3 / 3, 2e-3 / 3, 1e-3, 1e-3], rel=1e-12)
+
+
+def test_an_iteration_without_an_update_steps_a_per_iteration_scheduler_only(tmp_path):
+    """Dynamic sampling that keeps no group skips the update: a per-iteration warm-up still moves on (the
+    rate is a function of the iteration), a per-optimizer-step one does not (no optimizer step was taken)."""
+    for key, value, steps in (("optim.warmup_ratio", 0.5, 1), ("optim.warmup_steps", 3, 0)):
+        tr = Trainer(tiny_cfg(tmp_path / key, **(CHEAP | {"iterations": 4, key: value, "algo.dynamic_sampling": True,
+                                                          "algo.dynamic_sampling_rounds": 1})))
+        m = tr.train_iteration()  # the random tiny policy loses every episode: every group is uniform
+        assert m["update/skipped"] == 1
+        assert tr.scheduler.last_epoch == steps, key
