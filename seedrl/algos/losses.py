@@ -22,6 +22,10 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+# how a teacher-signal loss term is averaged over a mini-batch (``algo.opd_agg``, :func:`signal_weights`):
+# the names live once, in the method table
+from seedrl.methods import OPD_AGGS
+
 __all__ = [
     "masked_sum",
     "token_mean",
@@ -78,8 +82,6 @@ def masked_mean(x: Tensor, mask: Tensor) -> Tensor:
     return masked_sum(x, mask) / torch.where(total > 0, total, torch.ones_like(total))
 
 
-#: how a teacher-signal loss term is averaged over a mini-batch (``algo.opd_agg``, :func:`signal_weights`)
-OPD_AGGS = ("micro_batch_mean", "signal_token_mean")
 
 
 def signal_weights(lengths: Tensor, signal: Tensor, micro_batch: Tensor, agg: str) -> Tensor:

@@ -132,7 +132,7 @@ def test_dedupe_keeps_seeds_opd_term(tmp_path):
 
 def test_the_opd_agg_names_are_written_once():
     """``algo.opd_agg``'s names live in seedrl.methods (torch-free, so the config reads them); the tensor
-    math's own tuple must not drift from them (seedrl.algos.OPD_AGGS, which should import them)."""
+    math's own tuple must not drift from them (seedrl.algos.OPD_AGGS, imported from there)."""
     import typing
 
     from seedrl.algos import OPD_AGGS as ALGOS_AGGS
