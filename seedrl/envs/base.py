@@ -365,6 +365,13 @@ class Env(ABC):
         by default the part before the first "-"."""
         return task_id.split("-", 1)[0]
 
+    @classmethod
+    def sdar_skill(cls, task_id: str, task_to_skill: Mapping[str, str]) -> str | None:
+        """The skill an SDAR skill folder's ``task_to_skill`` maps a task to (None: the general skills
+        alone): by default its :meth:`task_type`, looked up exactly. An env whose SDAR route differs
+        (ALFWorld: a key found in the game's path) overrides this."""
+        return task_to_skill.get(cls.task_type(task_id))
+
     # -- episode ------------------------------------------------------------------------------
     def parse_action(self, text: str) -> str | None:
         """The action a model turn sends to the env, or ``None`` for an invalid (unparsable) turn.

@@ -50,6 +50,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -102,6 +103,16 @@ class _AlfWorldBase(Env):
 
     title = TITLE
     packages = ("alfworld", "textworld", "fast-downward-textworld")
+
+    @classmethod
+    def sdar_skill(cls, task_id: str, task_to_skill: Mapping[str, str]) -> str | None:
+        """SDAR's route for ALFWorld games: the task type looked up exactly, else the first
+        ``task_to_skill`` key (in file order) found in the game's path or type
+        (``pick_and_place_simple`` -> ``pick_and_place``); none: the general skills alone, as SDAR."""
+        kind = cls.task_type(task_id)
+        if kind in task_to_skill:
+            return task_to_skill[kind]
+        return next((v for k, v in task_to_skill.items() if k in kind or k in str(task_id)), None)
 
     def __init__(self) -> None:
         super().__init__()

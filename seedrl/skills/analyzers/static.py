@@ -13,8 +13,8 @@ checkout): it is recognised by its ``skill_mapping.json``, whose ``skill_files``
 ALFWorld's ``pick_two_obj_and_place`` -> ``pick_and_place``). A task's skill is then composed as SDAR's
 ``SkillProvider`` composes it: the general skills, a blank line, the mapped skill; a task type with no
 mapping gets the general skills alone. SDAR picks the type of an ALFWorld game as the first
-``task_to_skill`` key (in file order) found in the game file's path; here the env's task type is looked
-up exactly first, then SDAR's first-key-in-the-task-id rule.
+``task_to_skill`` key (in file order) found in the game file's path: that rule is ALFWorld's
+(``Env.sdar_skill``); other envs look their task type up exactly.
 
 :attr:`StaticSkillAnalyzer.source` says which skill text a run used (layout, folder, a hash of the
 files' contents); the trainer logs it and writes it to ``skill_source.json`` in the run folder.
@@ -99,15 +99,16 @@ class StaticSkillAnalyzer:
             return task_id.split("-", 1)[0]
 
     def skill_name(self, task_id: str) -> str | None:
-        """The skill (besides the general one) of a task: its task type's file, or SDAR's mapping."""
+        """The skill (besides the general one) of a task: its task type's file, or SDAR's mapping as the
+        env routes it (:meth:`seedrl.envs.base.Env.sdar_skill`; exact task type for an unregistered env)."""
         kind = self.task_type(task_id)
         if self.layout == "seedrl":
             return kind if kind != self.general_key else None
-        if kind in self.task_to_skill:
-            return self.task_to_skill[kind]
-        # SDAR's rule for ALFWorld games: the first task_to_skill key found in the game's path
-        # (pick_and_place_simple -> pick_and_place); none found: the general skills alone, as SDAR
-        return next((v for k, v in self.task_to_skill.items() if k in kind or k in str(task_id)), None)
+        try:
+            route = env_class(self.env_name).sdar_skill
+        except Exception:  # a custom skill_dir for an env that is not registered
+            return self.task_to_skill.get(kind)
+        return route(task_id, self.task_to_skill)
 
     def skill_for(self, task_id: str) -> str | None:
         name = self.skill_name(task_id)

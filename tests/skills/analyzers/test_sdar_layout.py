@@ -70,3 +70,19 @@ def test_a_static_skill_run_records_its_skill_source(tmp_path):
     rec = json.loads((tmp_path / "run" / "skill_source.json").read_text())
     assert rec["layout"] == "sdar" and rec["dir"] == str(d.resolve()) and len(rec["sha256"]) == 64
     assert tr.train()["skill_source"] == rec
+
+
+def test_sdars_path_rule_is_alfworlds_and_other_envs_look_their_task_type_up_exactly(tmp_path):
+    """SDAR finds an ALFWorld game's skill as the first task_to_skill key in the game's path; that rule
+    lives with ALFWorld (``Env.sdar_skill``), not in the generic static analyzer. Seen red with the
+    substring fallback back in the analyzer (a textworld task id holding a key got its skill)."""
+    d = sdar_folder(tmp_path)
+    # a textworld task type that merely contains the key "pick_and_place": no substring route there
+    tw = StaticSkillAnalyzer("textworld", d)
+    assert tw.skill_name("pick_and_place_extra-1") is None and tw.skill_for("pick_and_place_extra-1") == GENERAL
+    assert tw.skill_name("pick_and_place-1") == "pick_and_place"  # the exact task type still maps
+    # ALFWorld keeps SDAR's rule
+    assert StaticSkillAnalyzer("alfworld", d).skill_name(
+        "valid_seen/pick_and_place_simple-Apple-None-Fridge-1/trial_T1") == "pick_and_place"
+    # an env that is not registered: the exact type only
+    assert StaticSkillAnalyzer("no-such-env", d).skill_name("pick_and_place_simple-1") is None
