@@ -429,6 +429,12 @@ class SFTConfig(_Strict):
     #: states a skill-free policy reaches (standing at a receptacle the skill says is wrong), not only from
     #: the expert's path. 0: off
     skill_demo_random_prefix: NonNegInt = 0
+    #: who plays and labels the skill-free demonstrations: ``expert`` (the env's expert with
+    #: ``demo_env_kwargs`` and ``demo_noise``) or ``start``: the start model's (``model.name``) own greedy
+    #: episodes on the same train tasks, labelled with its own responses (self-distillation), so a
+    #: fine-tune that adds skill-conditioned rows keeps the start's skill-free policy, which is what its
+    #: harm is measured against, instead of refitting the expert's arbitrary choices
+    demo_source: Literal["expert", "start"] = "expert"
     epochs: PosInt = 2
     lr: LearningRate = 1e-3
     weight_decay: NonNegFloat = 0.0

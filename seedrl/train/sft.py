@@ -137,6 +137,30 @@ def skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: li
     return rows
 
 
+def policy_demonstrations(backend, tokenizer, env_name: str, env_kwargs: dict[str, Any], task_ids: list[str], *,
+                          max_steps: int, history_length: int, seed: int,
+                          batch_size: int = 64) -> list[dict[str, Any]]:
+    """(messages, response) rows of a model's own greedy episodes, one per step it took, labelled with
+    what it answered (its mistakes included): training on them keeps that model's skill-free policy
+    (``demo_source: start``). ``backend`` generates with the model; the prompts are the plain step
+    prompts of RL and evaluation, never a skill."""
+    from seedrl.rollout.backends import SamplingParams
+    from seedrl.rollout.executors import EnvFactory
+    from seedrl.rollout.runner import RolloutSettings, rollout
+
+    cls = env_class(env_name)
+    settings = RolloutSettings(env_title=cls.title or env_name, max_steps=max_steps,
+                               history_length=history_length,
+                               sampling=SamplingParams(max_new_tokens=64, greedy=True, stop=list(cls.stop)))
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(task_ids), batch_size):
+        trajs = rollout(backend, tokenizer, EnvFactory(env_name, env_kwargs), task_ids[start:start + batch_size], 1,
+                        settings, seed=seed + start, traj_offset=start)
+        rows += [{"messages": s.messages, "response": s.response_text, "task_id": t.task_id, "step": s.step}
+                 for t in trajs for s in t.steps]
+    return rows
+
+
 def empty_data_message(path: str | Path) -> str:
     """The one line for an SFT data file without a single example."""
     return (f"SFT data {str(path)!r} holds no example (the file is empty or only blank lines); give a JSONL file "
@@ -279,6 +303,12 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     def demos(n: int) -> tuple[list[dict[str, Any]], str]:
         panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
+        if cfg.demo_source == "start":  # before any step: the model is still the start
+            rows = policy_demonstrations(HFBackend(model, tok, bf16=bf16), tok, e.name, e.kwargs,
+                                         list(panel.task_ids[:n]), max_steps=e.max_steps,
+                                         history_length=e.history_length, seed=cfg.seed)
+            return rows, (f"the start's ({m.name}) own greedy episodes on {e.name}/{e.train_split} "
+                          f"(panel {panel.hash})")
         rows = expert_demonstrations(e.name, e.kwargs | cfg.demo_env_kwargs, list(panel.task_ids[:n]),
                                      max_steps=e.max_steps,
                                      history_length=e.history_length, noise=cfg.demo_noise, seed=cfg.seed)

@@ -165,6 +165,55 @@ def test_a_random_prefix_shows_the_experts_target_from_states_off_its_path():
                for r in moved if r["step"] == 0)
 
 
+def test_start_demonstrations_are_the_start_models_own_greedy_answers(tiny_model, tiny_tokenizer):
+    """demo_source: start labels each plain step prompt the model saw with what the model itself answered
+    there greedily (its invalid answers too), never the expert's action or a skill."""
+    from seedrl.envs.panels import build_panel
+    from seedrl.rollout.backends import HFBackend, SamplingParams
+    from seedrl.rollout.runner import encode_messages
+    from seedrl.train.sft import expert_demonstrations, policy_demonstrations
+
+    tok, backend = tiny_tokenizer, HFBackend(tiny_model, tiny_tokenizer)
+    tasks = list(build_panel("household", "train", None, prior_seed=0).task_ids[:3])
+    rows = policy_demonstrations(backend, tok, "household", {"prior_seed": 0}, tasks, max_steps=2,
+                                 history_length=3, seed=0)
+    assert {r["task_id"] for r in rows} == set(tasks) and all(r["step"] in (0, 1) for r in rows)
+    again = backend.generate([encode_messages(tok, r["messages"]) for r in rows],
+                             SamplingParams(max_new_tokens=64, greedy=True, stop=["</action>"]), seed=1)
+    assert [g.text for g in again] == [r["response"] for r in rows]
+    expert = {(r["task_id"], r["step"]): r for r in expert_demonstrations(
+        "household", {"prior_seed": 0}, tasks, max_steps=2, history_length=3, noise=0.0, seed=0)}
+    first = [r for r in rows if r["step"] == 0]  # the same step-0 prompt as the expert's, another label
+    assert all(r["messages"] == expert[(r["task_id"], 0)]["messages"] for r in first)
+    assert all(r["response"] != expert[(r["task_id"], 0)]["response"] for r in first)  # an untrained model
+    assert not any("skill" in m["content"].lower() for r in rows for m in r["messages"])
+
+
+def test_demo_source_start_plays_the_start_model_instead_of_the_expert(monkeypatch, tmp_path):
+    from seedrl.config import SFTConfig
+    from seedrl.envs.panels import build_panel
+    from seedrl.train import sft
+
+    seen = {}
+    monkeypatch.setattr(sft, "expert_demonstrations", lambda *a, **k: pytest.fail("the expert played"))
+
+    def own(backend, tok, env_name, env_kwargs, task_ids, **kw):
+        seen["args"] = (env_name, dict(env_kwargs), list(task_ids), backend.model)
+        return [{"messages": [{"role": "user", "content": "x"}], "response": "<action>look</action>"}]
+
+    monkeypatch.setattr(sft, "policy_demonstrations", own)
+    monkeypatch.setattr(sft, "sft_train", lambda model, *a, **k: (_ for _ in ()).throw(RuntimeError(model)))
+    cfg = SFTConfig.model_validate({
+        "run_dir": str(tmp_path / "r"), "model": {"name": "tiny-micro"}, "demo_tasks": 3, "demo_source": "start",
+        "env": {"name": "household", "kwargs": {"prior_seed": 0}}, "eval": {"num_tasks": 0},
+        "demo_env_kwargs": {"expert": "random"}})
+    with pytest.raises(RuntimeError) as trained:
+        sft.run_sft(cfg)
+    ids = list(build_panel("household", "train", None, prior_seed=0).task_ids)
+    assert seen["args"][:3] == ("household", {"prior_seed": 0}, ids[:3])  # env.kwargs: no expert option
+    assert seen["args"][3] is trained.value.args[0]  # the model that is then trained plays
+
+
 def test_an_empty_data_file_is_named_not_the_expert(tmp_path):
     """`run_sft` with a data file of blank lines (the CLI refuses it earlier, see tests/test_bad_inputs.py)."""
     from seedrl.config import SFTConfig
