@@ -66,10 +66,11 @@ test-vllm: $(VSTAMP)
 bench-vllm: $(VSTAMP)
 	$(VPY) benchmarks/rollout_throughput.py --backends hf vllm --threads 1 --envs
 
-# Mutation testing of the loss/advantage math ([tool.mutmut] in pyproject.toml: which files, which
+# Mutation testing of the loss/advantage math and the trainer's update ([tool.mutmut] in pyproject.toml: which files, which
 # tests): a fresh mutmut run in mutants/ (its log in mutants/run.log), then tools/mutants.py prints
 # the killed share and fails below 85 %, counting the mutants listed with a reason in
-# tests/algos/equivalent_mutants.txt as killed. Minutes, not seconds: not part of `make test` or CI.
+# tests/algos/equivalent_mutants.txt as killed. An hour on one worker (the update's mutants each run tiny
+# training runs; MUTANTS_JOBS=2 halves it on two free cores): not part of `make test` or CI.
 MUTANTS_JOBS ?= 1
 mutants: $(STAMP)
 	rm -rf mutants

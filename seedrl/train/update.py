@@ -271,7 +271,6 @@ class Updater:
         o = self.cfg.optim
         self.optimizer.zero_grad(set_to_none=True)
         acc: dict[str, float] = {}
-        count = {i: 1 for i in idx}
         sw = None if signal_w is None else dict(zip(idx, signal_w))
         if batch.keys is not None:  # identical samples: one forward, weighted by their count
             if sw is not None:  # ... and by the sum of their signal weights (copies may differ in it)
@@ -339,8 +338,8 @@ class Updater:
             nll = token_mean(-logp, b.response_mask, rdenom)
             (self.cfg.algo.replay_coef * nll).backward()
             nll_sum += float(nll.detach())
-        acc["loss/replay"] = acc.get("loss/replay", 0.0) + nll_sum
-        acc["replay/token_share"] = acc.get("replay/token_share", 0.0) + rdenom / (rdenom + denom)
+        acc["loss/replay"] = nll_sum  # once per optimizer step: the step's acc has no replay keys yet
+        acc["replay/token_share"] = rdenom / (rdenom + denom)
 
     def _passes(self, own: int, micro_batches: int | None) -> int:
         """How many forward/backward passes this rank runs for a mini-batch of which it holds

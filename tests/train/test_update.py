@@ -1,0 +1,305 @@
+"""The update module's helpers by hand (seedrl/train/update.py): which samples merge, what replay draws and
+rebuilds, and when a batch without samples stops the run. Written against the mutants `make mutants` found
+alive: each test names the broken version it kills."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from seedrl.errors import SeedRLError
+from seedrl.rollout.types import StepSample, Trajectory
+from seedrl.train.distributed import World
+from seedrl.train.update import (
+    UpdateBatch,
+    check_samples,
+    merge_duplicates,
+    replay_draw,
+    replay_pool,
+    sample_keys,
+    training_samples,
+)
+from tests.helpers import tiny_cfg
+
+
+def _sample(prompt=(1, 2), response=(3,)) -> StepSample:
+    return StepSample(list(prompt), list(response), [0.0] * len(response), traj_id=0, group_id=0, step=0,
+                      reward=0.0, action_valid=True)
+
+
+def _batch(n: int = 2, **over) -> UpdateBatch:
+    """``n`` copies of one sample, every loss input equal; ``over`` replaces a field for the last copy."""
+    t = lambda: [torch.tensor([-0.5, -1.0]) for _ in range(n)]  # noqa: E731
+    b = UpdateBatch(samples=[_sample() for _ in range(n)], old_logp=t(), adv=torch.ones(n), ref_logp=t(),
+                    teacher_logp=t(), signal=torch.ones(n))
+    for field, value in over.items():
+        if field == "adv":
+            b.adv[-1] = value
+        elif field == "signal":
+            b.signal[-1] = value
+        else:
+            getattr(b, field)[-1] = value
+    return b
+
+
+def test_copies_share_a_key_and_any_loss_input_tells_them_apart():
+    """Kills: a log-prob list or the signal left out of the key (two samples a float apart merged)."""
+    keys = sample_keys(_batch())
+    assert keys[0] == keys[1]
+    for field in ("old_logp", "ref_logp", "teacher_logp"):
+        keys = sample_keys(_batch(**{field: torch.tensor([-0.5, -1.0 + 1e-6])}))
+        assert keys[0] != keys[1], field
+    assert len(set(sample_keys(_batch(adv=2.0)))) == 2
+    assert len(set(sample_keys(_batch(signal=0.0)))) == 2
+    b = _batch()
+    b.samples[1] = _sample(response=(4,))
+    assert len(set(sample_keys(b))) == 2
+    # without reference, teacher and signal every copy still shares one key
+    plain = UpdateBatch(samples=[_sample(), _sample()], old_logp=[torch.zeros(1)] * 2, adv=torch.zeros(2))
+    assert len(set(sample_keys(plain))) == 1
+
+
+def test_merge_duplicates_by_hand():
+    keys = [("a",), ("b",), ("a",), ("c",), ("b",), ("a",)]
+    assert merge_duplicates([5, 1, 0, 3, 4], keys) == ([5, 1, 3], [2, 2, 1])
+    assert merge_duplicates([], keys) == ([], [])
+
+
+def test_replay_draw_stops_as_soon_as_the_share_is_reached_and_not_before():
+    """Kills: the drawn-token count starting at 1, and ``>`` for ``>=`` (one example too many when the
+    share is met exactly)."""
+    perm = torch.randperm(3, generator=torch.Generator().manual_seed(0)).tolist()
+    lengths = [0, 0, 0]
+    lengths[perm[0]], lengths[perm[1]], lengths[perm[2]] = 10, 9, 5
+    # share 0.5 of 20 RL tokens: 20 replayed needed; 10 + 9 = 19 falls one short, so a third is drawn
+    assert replay_draw(lengths, 20.0, 0.5, torch.Generator().manual_seed(0)) == perm
+    lengths[perm[1]] = 10  # 10 + 10 = 20 meets it exactly: two
+    assert replay_draw(lengths, 20.0, 0.5, torch.Generator().manual_seed(0)) == perm[:2]
+
+
+def test_training_samples_leave_out_crashed_episodes_and_empty_responses():
+    ok, crashed = Trajectory(traj_id=0, group_id=0, task_id="a"), Trajectory(traj_id=1, group_id=0, task_id="a")
+    ok.steps = [_sample(), _sample(response=())]
+    crashed.steps, crashed.error = [_sample()], "env died"
+    assert training_samples([ok, crashed]) == [ok.steps[0]]
+
+
+def _trajs(errors: list[str | None]) -> list[Trajectory]:
+    out = []
+    for i, e in enumerate(errors):
+        t = Trajectory(traj_id=i, group_id=0, task_id="t")
+        t.error = e
+        out.append(t)
+    return out
+
+
+def test_a_batch_without_samples_stops_the_run_and_says_why():
+    """Kills: the stop inverted, the errors dropped or unsorted, the wording of either cause."""
+    one = World()
+    check_samples(one, _trajs([None]), [_sample()])  # a sample: nothing to say
+    with pytest.raises(SeedRLError) as e:
+        check_samples(one, _trajs(["b: reset failed", None, "a: timed out", "b: reset failed", "c: x"]), [])
+    assert str(e.value) == ("the rollout produced no step samples: 5 episodes, env errors: a: timed out; "
+                            "b: reset failed")
+    with pytest.raises(SeedRLError) as e:
+        check_samples(one, _trajs([None, None]), [])
+    assert str(e.value) == ("the rollout produced no step samples: 2 episodes, every response was empty "
+                            "(check rollout.max_new_tokens)")
+
+
+def test_with_several_processes_a_rank_without_samples_goes_on_when_another_has_some(monkeypatch):
+    """Kills: the other ranks' counts ignored (a rank whose episodes all crashed stopping a run that has
+    samples elsewhere), and a rank with samples asking the others at all."""
+    from seedrl.train import update
+
+    gathered = []
+
+    def gather(world, value):
+        gathered.append(value)
+        return [value, 3]
+
+    monkeypatch.setattr(update, "all_gather", gather)
+    two = World(rank=0, size=2)
+    check_samples(two, _trajs(["x"]), [])  # rank 1 has 3 samples
+    assert gathered == [0]
+    check_samples(two, _trajs([None]), [_sample()])
+    assert gathered == [0]
+    monkeypatch.setattr(update, "all_gather", lambda world, value: [0, 0])
+    with pytest.raises(SeedRLError, match="no step samples"):
+        check_samples(two, _trajs(["x"]), [])
+
+
+def _replay_cfg(tmp_path, **over):
+    return tiny_cfg(tmp_path, **({"algo.replay_coef": 0.1, "algo.replay_demo_tasks": 4,
+                                  "algo.replay_demo_noise": 0.5} | over))
+
+
+def test_replay_pool_is_seeded_by_the_run_and_never_cut_to_the_prompt_budget_alone(tmp_path, tiny_tokenizer):
+    """Kills: the demonstrations' noise drawn without the run's seed, and the token budget of a pair taken as
+    prompt minus response tokens instead of their sum."""
+    from seedrl.rollout.runner import encode_messages
+    from seedrl.train.update import replay_demonstrations
+
+    cfg = _replay_cfg(tmp_path, **{"rollout.max_prompt_tokens": 400, "rollout.max_new_tokens": 200})
+    pairs = replay_pool(cfg, tiny_tokenizer)
+    assert pairs == replay_pool(cfg, tiny_tokenizer)
+    assert pairs != replay_pool(_replay_cfg(tmp_path, seed=1, **{"rollout.max_prompt_tokens": 400,
+                                                                  "rollout.max_new_tokens": 200}), tiny_tokenizer)
+    e, a = cfg.env, cfg.algo
+    rows = replay_demonstrations(e.name, e.kwargs, tasks=a.replay_demo_tasks, max_steps=e.max_steps,
+                                 history_length=e.history_length, noise=a.replay_demo_noise, seed=cfg.seed)
+    full = [encode_messages(tiny_tokenizer, r["messages"]) for r in rows]
+    assert 200 < max(len(p) for p in full) <= 400 - 20  # a prompt the difference (200) would cut
+    assert [p for p, _ in pairs] == full
+
+
+def test_replay_pool_without_demonstrations_names_the_key_to_turn_off(tmp_path, tiny_tokenizer, monkeypatch):
+    from seedrl.train import update
+
+    monkeypatch.setattr(update, "replay_demonstrations", lambda *a, **k: [])
+    cfg = _replay_cfg(tmp_path)
+    with pytest.raises(SeedRLError) as e:
+        replay_pool(cfg, tiny_tokenizer)
+    assert str(e.value) == (f"algo.replay_coef > 0 replays expert demonstrations, and {cfg.env.name}'s expert "
+                            f"gave none; set algo.replay_coef=0")
+
+
+def test_replay_demonstrations_play_the_train_tasks_of_the_runs_env_options():
+    """Kills: the train panel built without the env options (a 5x5 run replaying 6x6 rooms)."""
+    from seedrl.envs.panels import build_panel
+    from seedrl.train.update import replay_demonstrations
+
+    kw = {"dim": 5}
+    rows = replay_demonstrations("sokoban", kw, tasks=3, max_steps=1, history_length=1, noise=0.0, seed=0)
+    assert [r["task_id"] for r in rows] == list(build_panel("sokoban", "train", 3, **kw).task_ids)
+    assert rows[0]["task_id"] != build_panel("sokoban", "train", 1).task_ids[0]
+
+
+# --------------------------------------------------------------------------- #
+# Updater: the step around the loss (passes, gradient sync, precision, replay) #
+# --------------------------------------------------------------------------- #
+def _updater(tmp_path, replay_pairs=(), model=None, **over):
+    """A tiny GRPO run's Updater (fp32, micro-batches of 2), optionally over another ``model``."""
+    from seedrl.train.trainer import Trainer
+    from seedrl.train.update import Updater
+
+    tr = Trainer(tiny_cfg(tmp_path, **({"eval.num_tasks": 0, "optim.micro_batch_size": 2} | over)))
+    return Updater(tr.cfg, tr.world, model or tr.model, None, tr.method, tr.tokenizer, tr.precision, tr.device,
+                   list(replay_pairs), tmp_path / "ckpt"), tr
+
+
+def _synthetic(n: int, response_len: int = 2) -> UpdateBatch:
+    g = torch.Generator().manual_seed(n)
+    samples = [_sample(torch.randint(5, 200, (6,), generator=g).tolist(),
+                       torch.randint(5, 200, (response_len,), generator=g).tolist()) for _ in range(n)]
+    return UpdateBatch(samples=samples, old_logp=[torch.full((response_len,), -3.0) for _ in range(n)],
+                       adv=torch.linspace(-1, 1, n))
+
+
+class _FakeDDP(torch.nn.Module):
+    """DDP's interface on one process: the forward of the wrapped model, and ``no_sync`` recorded."""
+
+    def __init__(self, module):
+        super().__init__()
+        self.module, self.syncing, self.forwards = module, True, []
+
+    def forward(self, *a, **k):
+        self.forwards.append(self.syncing)
+        return self.module(*a, **k)
+
+    def no_sync(self):
+        from contextlib import contextmanager
+
+        @contextmanager
+        def ctx():
+            self.syncing = False
+            try:
+                yield
+            finally:
+                self.syncing = True
+        return ctx()
+
+
+def test_under_ddp_only_the_last_backward_of_a_mini_batch_syncs(tmp_path):
+    """Kills: a sync in another backward than the last (or none), extra zero-weighted passes, and a rank
+    without samples skipping the pass whose backward joins the others' all-reduce."""
+    up, _ = _updater(tmp_path)
+    ddp = _FakeDDP(up.model)
+    up._ddp = up._trained = ddp
+    batch = _synthetic(5)
+    up.minibatch_step(batch, list(range(5)), denom=10.0)  # 3 micro-batches of 2, 2, 1
+    assert ddp.forwards == [False, False, True]
+    ddp.forwards.clear()
+    up.minibatch_step(batch, [], denom=10.0)  # none of this mini-batch's samples is on this rank
+    assert ddp.forwards == [True]
+    assert (up._passes(0, None), up._passes(3, None), up._passes(2, 5)) == (1, 3, 5)
+    up._ddp = None
+    assert (up._passes(0, None), up._passes(3, None), up._passes(2, 5)) == (0, 3, 5)
+
+
+def test_a_sharded_policy_runs_as_many_passes_as_the_busiest_rank_asks(tmp_path, monkeypatch):
+    """Kills: the pass count of a sharded model dropped or computed from anything but the mini-batch's
+    indices and ``optim.micro_batch_size``."""
+    from seedrl.train import fsdp
+    from seedrl.train.update import Updater
+
+    up, _ = _updater(tmp_path, **{"optim.mini_batch_size": 5})
+    seen = []
+    monkeypatch.setattr(Updater, "minibatch_step",
+                        lambda self, batch, idx, denom, **k: seen.append((len(idx), k["micro_batches"])) or {})
+    up.update(_synthetic(7), 0)
+    assert seen == [(5, None), (2, None)]
+    seen.clear()
+    monkeypatch.setattr(fsdp, "is_sharded", lambda model: model is up.model)
+    up.update(_synthetic(7), 0)
+    assert seen == [(5, 3), (2, 1)]  # ceil(5 / 2), ceil(2 / 2)
+
+
+def test_a_one_token_mini_batch_still_steps(tmp_path):
+    """Kills: the empty-mini-batch guard firing on one token."""
+    up, _ = _updater(tmp_path)
+    assert up.update(_synthetic(1, response_len=1), 0)["optim_steps"] == 1
+
+
+def test_a_parameter_the_loss_does_not_reach_is_left_alone(tmp_path):
+    """The gradients are cleared to None, not to zero: AdamW then skips a parameter that got no gradient
+    in this step instead of decaying it and moving it by its momentum. Kills: ``zero_grad(set_to_none=False)``."""
+    from seedrl.models.loading import load_model
+
+    model = load_model("tiny-micro", init_seed=0)
+    model.register_parameter("unused", torch.nn.Parameter(torch.ones(3)))
+    up, _ = _updater(tmp_path, model=model, **{"optim.weight_decay": 0.5, "optim.lr": 0.1})
+    model.unused.grad = torch.ones(3)  # left from a step in which it took part
+    up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)
+    assert torch.equal(model.unused.detach(), torch.ones(3))
+
+
+def test_replay_nll_is_the_token_mean_over_every_replayed_example_in_the_runs_precision(tmp_path, monkeypatch):
+    """Kills: each micro-batch's NLL averaged over its own tokens, a micro-batch's NLL overwriting the
+    others', and replay scored in another precision than the run's."""
+    from seedrl.models.scoring import forward_logprobs, pack
+    from seedrl.train import update
+
+    g = torch.Generator().manual_seed(3)
+    pairs = [(torch.randint(5, 200, (4 + k,), generator=g).tolist(), torch.randint(5, 200, (1 + 2 * k,), generator=g)
+              .tolist()) for k in range(3)]  # 1, 3 and 5 response tokens: micro-batches of 2 and 1
+    up, tr = _updater(tmp_path, replay_pairs=pairs, **{"algo.replay_coef": 0.5})
+    with torch.no_grad():
+        b = pack([p for p, _ in pairs], [r for _, r in pairs], tr.tokenizer.pad_token_id, tr.device)
+        logp, _ = forward_logprobs(up.model, b)
+        want = float((-logp * b.response_mask).sum() / b.response_mask.sum())
+    precisions = []
+
+    def scoring(model, batch, **k):
+        precisions.append(k.get("bf16"))
+        return forward_logprobs(model, batch, **k)
+
+    monkeypatch.setattr(update, "forward_logprobs", scoring)
+    acc = {}
+    up._replay_loss([0, 1, 2], denom=9.0, acc=acc)
+    assert acc["loss/replay"] == pytest.approx(want, rel=1e-5)
+    assert acc["replay/token_share"] == pytest.approx(9 / 18)
+    assert precisions == [False, False]
+    up.precision = type(up.precision)(**{**up.precision.__dict__, "bf16": True})
+    up._replay_loss([0], denom=9.0, acc={})
+    assert precisions[-1] is True
