@@ -254,6 +254,8 @@ class Updater:
         ``"iteration"`` (its update, or an iteration that made none): once per optimizer step
         (``optim.warmup_steps``) or once per iteration (``optim.warmup_ratio``, as verl; a skipped
         iteration steps too, so the rate stays a function of the iteration)."""
+        if after not in ("optimizer_step", "iteration"):
+            raise ValueError(f"step_lr after {after!r}: 'optimizer_step' or 'iteration'")
         if (after == "iteration") == self.lr_per_iteration:
             self.scheduler.step()
 

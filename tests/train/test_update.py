@@ -114,12 +114,14 @@ def test_with_several_processes_a_rank_without_samples_goes_on_when_another_has_
 
     gathered = []
 
+    two = World(rank=0, size=2)
+
     def gather(world, value):
+        assert world is two
         gathered.append(value)
         return [value, 3]
 
     monkeypatch.setattr(update, "all_gather", gather)
-    two = World(rank=0, size=2)
     check_samples(two, _trajs(["x"]), [])  # rank 1 has 3 samples
     assert gathered == [0]
     check_samples(two, _trajs([None]), [_sample()])
@@ -232,6 +234,9 @@ def test_under_ddp_only_the_last_backward_of_a_mini_batch_syncs(tmp_path):
     ddp.forwards.clear()
     up.minibatch_step(batch, [], denom=10.0)  # none of this mini-batch's samples is on this rank
     assert ddp.forwards == [True]
+    ddp.forwards.clear()  # sharded: as many passes as the busiest rank, the extra one zero-weighted
+    up.minibatch_step(batch, list(range(5)), denom=10.0, micro_batches=4)
+    assert ddp.forwards == [False, False, False, True]
     assert (up._passes(0, None), up._passes(3, None), up._passes(2, 5)) == (1, 3, 5)
     up._ddp = None
     assert (up._passes(0, None), up._passes(3, None), up._passes(2, 5)) == (0, 3, 5)
@@ -303,3 +308,92 @@ def test_replay_nll_is_the_token_mean_over_every_replayed_example_in_the_runs_pr
     up.precision = type(up.precision)(**{**up.precision.__dict__, "bf16": True})
     up._replay_loss([0], denom=9.0, acc={})
     assert precisions[-1] is True
+
+
+def test_with_several_processes_the_steps_stats_are_summed_over_ranks_and_any_ranks_bad_weights_stop_it(
+        tmp_path, monkeypatch):
+    """Kills: the stats of one rank logged as the step's, and the non-finite check reading this rank's
+    shard only (or the other ranks' finite ones)."""
+    from seedrl.train import update
+
+    up, _ = _updater(tmp_path)
+    up.world = World(rank=0, size=2)
+    summed = []
+
+    def fake_sum(world, acc):
+        assert world is up.world
+        summed.append(dict(acc))
+        return {k: 2 * v for k, v in acc.items()}
+
+    monkeypatch.setattr(update, "sum_stats", fake_sum)
+    monkeypatch.setattr(update, "all_gather", lambda world, value: [value, None])
+    stats = up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)
+    assert summed and stats["loss/pg"] == 2 * summed[0]["loss/pg"]
+    monkeypatch.setattr(update, "all_gather", lambda world, value: [None, ("model.embed.weight", 1)])
+    with pytest.raises(SeedRLError, match=r"NaN/inf in 1 tensor\(s\), first model.embed.weight;"):
+        up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)
+
+
+def test_non_finite_weights_stop_the_run_naming_the_first_tensor_the_rate_and_the_checkpoint(tmp_path, monkeypatch):
+    """Kills: the check fed unnamed tensors, and each part of its one line."""
+    from seedrl.train import update
+
+    up, _ = _updater(tmp_path)
+    up.iteration = 4
+    seen = []
+
+    def fake(named):
+        named = list(named)
+        seen.append([n for n, _ in named])
+        return (named[1][0], 3)
+
+    monkeypatch.setattr(update, "nonfinite_weights", fake)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, clip: torch.tensor(0.5))
+    with pytest.raises(SeedRLError) as e:
+        up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)
+    names = [n for n, p in up.model.named_parameters() if p.requires_grad]
+    assert seen == [names]
+    lr = up.scheduler.get_last_lr()[0]
+    assert str(e.value) == (f"iteration 5: the optimizer step made the weights non-finite (NaN/inf in 3 tensor(s), "
+                            f"first {names[1]}; lr {lr:g}, grad_norm 0.5); stopped without saving them: no "
+                            f"checkpoint was written; lower optim.lr")
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before:UserWarning")  # a skipped step
+def test_a_non_finite_gradient_norm_skips_the_step_and_says_at_which_iteration(tmp_path, monkeypatch, caplog):
+    """Kills: the step taken anyway, the skip not counted, the warning's wording and iteration number."""
+    up, _ = _updater(tmp_path)
+    up.iteration = 2
+    before = [p.detach().clone() for p in up.model.parameters()]
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, clip: torch.tensor(float("nan")))
+    with caplog.at_level("WARNING", logger="seedrl.train.update"):
+        stats = up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)
+    assert stats["skipped_steps"] == 1.0
+    assert all(torch.equal(a, p.detach()) for a, p in zip(before, up.model.parameters()))
+    assert [r.getMessage() for r in caplog.records if r.name == "seedrl.train.update"] == [
+        "non-finite gradient norm at iteration 3; skipping the step"]
+
+
+def test_a_sharded_gradient_norm_is_read_as_its_full_value(tmp_path, monkeypatch):
+    """FSDP's clip returns a DTensor; the logged and checked norm is its full tensor. Kills: the DTensor
+    used as is."""
+    class Sharded:
+        def full_tensor(self):
+            return torch.tensor(2.5)
+
+    up, _ = _updater(tmp_path)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, clip: Sharded())
+    assert up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)["grad_norm"] == 2.5
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before:UserWarning")  # a skipped step
+def test_the_lr_scheduler_steps_after_what_it_is_keyed_on_and_nothing_else(tmp_path):
+    up, _ = _updater(tmp_path, **{"optim.warmup_steps": 4})
+    assert not up.lr_per_iteration
+    up.step_lr("iteration")
+    assert up.scheduler.last_epoch == 0
+    up.step_lr("optimizer_step")
+    assert up.scheduler.last_epoch == 1
+    with pytest.raises(ValueError) as e:
+        up.step_lr("OPTIMIZER_STEP")
+    assert str(e.value) == "step_lr after 'OPTIMIZER_STEP': 'optimizer_step' or 'iteration'"
