@@ -4,6 +4,8 @@ alive: each test names the broken version it kills."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -308,6 +310,12 @@ def test_replay_nll_is_the_token_mean_over_every_replayed_example_in_the_runs_pr
     up.precision = type(up.precision)(**{**up.precision.__dict__, "bf16": True})
     up._replay_loss([0], denom=9.0, acc={})
     assert precisions[-1] is True
+    precisions.clear()
+    up.replay_pairs = []  # the policy's own forward (one micro-batch), in either precision
+    up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)
+    up.precision = type(up.precision)(**{**up.precision.__dict__, "bf16": False})
+    up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)
+    assert precisions == [True, False]
 
 
 def test_with_several_processes_the_steps_stats_are_summed_over_ranks_and_any_ranks_bad_weights_stop_it(
@@ -331,6 +339,15 @@ def test_with_several_processes_the_steps_stats_are_summed_over_ranks_and_any_ra
     assert summed and stats["loss/pg"] == 2 * summed[0]["loss/pg"]
     monkeypatch.setattr(update, "all_gather", lambda world, value: [None, ("model.embed.weight", 1)])
     with pytest.raises(SeedRLError, match=r"NaN/inf in 1 tensor\(s\), first model.embed.weight;"):
+        up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)
+
+    def gather(world, value):  # this rank's own verdict goes to the others, over this run's world
+        assert world is up.world
+        return [value, None]
+
+    monkeypatch.setattr(update, "all_gather", gather)
+    monkeypatch.setattr(update, "nonfinite_weights", lambda named: ("lm_head.weight", 2))
+    with pytest.raises(SeedRLError, match=r"NaN/inf in 2 tensor\(s\), first lm_head.weight;"):
         up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)
 
 
@@ -397,3 +414,37 @@ def test_the_lr_scheduler_steps_after_what_it_is_keyed_on_and_nothing_else(tmp_p
     with pytest.raises(ValueError) as e:
         up.step_lr("OPTIMIZER_STEP")
     assert str(e.value) == "step_lr after 'OPTIMIZER_STEP': 'optimizer_step' or 'iteration'"
+
+
+def test_padding_carries_no_advantage_and_entropy_is_computed_only_when_it_is_used(tmp_path):
+    """Samples of different response lengths share a micro-batch (padding); ``algo.entropy_coef`` 0
+    computes and logs no entropy. Kills: the advantage divided by the mask (inf at the padding, a NaN
+    step), and the entropy pass run at coefficient 0."""
+    up, _ = _updater(tmp_path, **{"algo.entropy_coef": 0})
+    batch = _synthetic(2, response_len=3)
+    batch.samples[0].response_ids = batch.samples[0].response_ids[:1]
+    batch.old_logp[0] = batch.old_logp[0][:1]
+    stats = up.minibatch_step(batch, [0, 1], denom=4.0)
+    assert "skipped_steps" not in stats and math.isfinite(stats["grad_norm"]) and math.isfinite(stats["loss/pg"])
+    assert "loss/entropy" not in stats
+    up.cfg.algo.entropy_coef = 0.01
+    assert "loss/entropy" in up.minibatch_step(batch, [0, 1], denom=4.0)
+
+
+def test_the_distillation_term_needs_a_teacher_weights_and_a_skill_in_the_mini_batch(tmp_path):
+    """SEED's OPD term joins a step only when the batch has teacher log-probs, the step has signal weights,
+    and some sample of the mini-batch has a skill (``signal_total`` > 0). Kills: each of the three
+    conditions loosened."""
+    up, _ = _updater(tmp_path, **{"algo.name": "seed", "skills.analyzer": "oracle"})
+    key = f"loss/{up.method.signal.name}"
+
+    def batch(teacher: bool, skill: float) -> UpdateBatch:
+        b = _synthetic(2)
+        b.teacher_logp = [torch.full((2,), -1.0) for _ in range(2)] if teacher else None
+        b.signal = torch.full((2,), skill)
+        return b
+
+    assert key in up.minibatch_step(batch(True, 1.0), [0, 1], 4.0, signal_w=[0.5, 0.5], signal_total=2.0)
+    assert key not in up.minibatch_step(batch(True, 0.0), [0, 1], 4.0, signal_w=[0.0, 0.0], signal_total=0.0)
+    assert key not in up.minibatch_step(batch(True, 1.0), [0, 1], 4.0)  # no weights
+    assert key not in up.minibatch_step(batch(False, 1.0), [0, 1], 4.0, signal_w=[0.5, 0.5], signal_total=2.0)
