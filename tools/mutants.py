@@ -98,9 +98,17 @@ def main() -> int:
     equiv = [n for n in status if n in equivalent and status[n] not in DETECTED]
     missed = sorted(n for n in status if status[n] not in DETECTED and n not in equivalent)
     share = (killed + len(equiv)) / total
-    modules = collections.Counter(n.split(".x_")[0] for n in status)
+    def module(name: str) -> str:  # seedrl.algos.losses.x_kl_k3__mutmut_1, seedrl.train.update.xǁUpdaterǁ...
+        return re.split(r"\.x[_ǁ]", name, maxsplit=1)[0]
 
+    modules = collections.Counter(module(n) for n in status)
     print(f"mutants: {total} ({', '.join(f'{m} {k}' for m, k in sorted(modules.items()))})")
+    for m in sorted(modules):
+        names = [n for n in status if module(n) == m]
+        hit = sum(status[n] in DETECTED for n in names)
+        eq = sum(n in equivalent and status[n] not in DETECTED for n in names)
+        print(f"  {m}: killed {hit}/{len(names)} = {hit / len(names):.1%}; "
+              f"{(hit + eq) / len(names):.1%} with {eq} listed equivalent")
     print("statuses: " + ", ".join(f"{s} {k}" for s, k in counts.most_common()))
     print(f"killed share: {killed}/{total} = {killed / total:.1%} by the tests; "
           f"{killed + len(equiv)}/{total} = {share:.1%} counting {len(equiv)} listed equivalent "

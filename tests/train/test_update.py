@@ -182,14 +182,16 @@ def test_replay_demonstrations_play_the_train_tasks_of_the_runs_env_options():
 # --------------------------------------------------------------------------- #
 # Updater: the step around the loss (passes, gradient sync, precision, replay) #
 # --------------------------------------------------------------------------- #
-def _updater(tmp_path, replay_pairs=(), model=None, **over):
-    """A tiny GRPO run's Updater (fp32, micro-batches of 2), optionally over another ``model``."""
+def _updater(tmp_path, replay_pairs=(), model=None, ddp=None, **over):
+    """A tiny GRPO run's Updater (fp32, micro-batches of 2), optionally over another ``model`` (``ddp``: a
+    wrapper of it, as the trainer passes DDP's)."""
     from seedrl.train.trainer import Trainer
     from seedrl.train.update import Updater
 
     tr = Trainer(tiny_cfg(tmp_path, **({"eval.num_tasks": 0, "optim.micro_batch_size": 2} | over)))
-    return Updater(tr.cfg, tr.world, model or tr.model, None, tr.method, tr.tokenizer, tr.precision, tr.device,
-                   list(replay_pairs), tmp_path / "ckpt"), tr
+    model = model or tr.model
+    return Updater(tr.cfg, tr.world, model, ddp(model) if ddp else None, tr.method, tr.tokenizer, tr.precision,
+                   tr.device, list(replay_pairs), tmp_path / "ckpt"), tr
 
 
 def _synthetic(n: int, response_len: int = 2) -> UpdateBatch:
@@ -227,9 +229,9 @@ class _FakeDDP(torch.nn.Module):
 def test_under_ddp_only_the_last_backward_of_a_mini_batch_syncs(tmp_path):
     """Kills: a sync in another backward than the last (or none), extra zero-weighted passes, and a rank
     without samples skipping the pass whose backward joins the others' all-reduce."""
-    up, _ = _updater(tmp_path)
-    ddp = _FakeDDP(up.model)
-    up._ddp = up._trained = ddp
+    up, _ = _updater(tmp_path, ddp=_FakeDDP)
+    ddp = up._ddp
+    assert up.iteration == 0  # a fresh updater has done no iteration
     batch = _synthetic(5)
     up.minibatch_step(batch, list(range(5)), denom=10.0)  # 3 micro-batches of 2, 2, 1
     assert ddp.forwards == [False, False, True]
@@ -448,3 +450,59 @@ def test_the_distillation_term_needs_a_teacher_weights_and_a_skill_in_the_mini_b
     assert key not in up.minibatch_step(batch(True, 0.0), [0, 1], 4.0, signal_w=[0.0, 0.0], signal_total=0.0)
     assert key not in up.minibatch_step(batch(True, 1.0), [0, 1], 4.0)  # no weights
     assert key not in up.minibatch_step(batch(False, 1.0), [0, 1], 4.0, signal_w=[0.5, 0.5], signal_total=2.0)
+
+
+class _Recorder:
+    """A signal that records what the loss hands it (its advantage leaves ``adv`` as it is)."""
+
+    name, agg = "rec", "token_mean"
+
+    def __init__(self):
+        self.adv_args, self.loss_args = [], []
+
+    def advantage(self, adv, teacher, old, tmask):
+        self.adv_args.append((teacher, old, tmask))
+        return adv
+
+    def loss(self, logp, old, teacher, tmask):
+        self.loss_args.append((old, teacher, tmask))
+        return None
+
+
+def test_a_signal_gets_the_teacher_the_old_log_probs_and_the_skill_mask_right_aligned(tmp_path, monkeypatch):
+    """What OPID's advantage shift and Skill-SD's loss read. Kills: any of them replaced or the skill mask
+    computed another way (a division, another dtype)."""
+    up, _ = _updater(tmp_path)
+    rec = _Recorder()
+    monkeypatch.setattr(up.method, "signal", rec)
+    b = _synthetic(2, response_len=3)
+    b.samples[0].response_ids = b.samples[0].response_ids[:2]  # padded by one in the micro-batch
+    b.old_logp = [torch.tensor([-3.0, -2.0]), torch.tensor([-1.0, -2.0, -3.0])]
+    b.teacher_logp = [torch.tensor([-0.5, -0.25]), torch.tensor([-4.0, -5.0, -6.0])]
+    b.signal = torch.tensor([1.0, 0.0])  # the second sample's trajectory has no skill
+    up.minibatch_step(b, [0, 1], 5.0, signal_w=[0.5, 0.0], signal_total=1.0)
+    teacher = torch.tensor([[0.0, -0.5, -0.25], [-4.0, -5.0, -6.0]])
+    old = torch.tensor([[0.0, -3.0, -2.0], [-1.0, -2.0, -3.0]])
+    (t, o, m), = rec.adv_args
+    assert torch.equal(t, teacher) and torch.equal(o, old)
+    assert torch.equal(m, torch.tensor([[0.0, 1.0, 1.0], [0.0, 0.0, 0.0]]))
+    (o, t, m), = rec.loss_args
+    assert torch.equal(o, old) and torch.equal(t, teacher)
+    assert m.dtype == torch.float32 and torch.equal(m, torch.tensor([[0.0, 0.5, 0.5], [0.0, 0.0, 0.0]]))
+
+
+def test_the_dual_clip_constant_reaches_the_ppo_loss(tmp_path, monkeypatch):
+    """Kills: ``algo.dual_clip_c`` dropped (the loss's own default, 3.0, or none)."""
+    from seedrl.algos import ppo_clip_loss
+    from seedrl.train import update
+
+    seen = []
+
+    def recording(*a, **k):
+        seen.append(k["dual_clip_c"])
+        return ppo_clip_loss(*a, **k)
+
+    monkeypatch.setattr(update, "ppo_clip_loss", recording)
+    up, _ = _updater(tmp_path, **{"algo.dual_clip_c": 5.0})
+    up.minibatch_step(_synthetic(2), [0, 1], denom=4.0)
+    assert seen == [5.0]
