@@ -60,7 +60,10 @@ def read_equivalent(path: Path) -> dict[str, tuple[str, str]]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        parts = [p.strip() for p in line.split(" | ", 2)]
+        # the mutated line may itself hold " | " (a type union): the name is before the first, the reason
+        # after the last
+        name, _, rest = line.partition(" | ")
+        parts = [name.strip(), *(p.strip() for p in rest.rsplit(" | ", 1))]
         if len(parts) != 3 or not all(parts):
             sys.exit(f"{path}:{no}: expected '<mutant> | <mutated line> | <reason>', got {raw!r}")
         entries[parts[0]] = (parts[1], parts[2])
