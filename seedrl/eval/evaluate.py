@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from seedrl.envs.panels import Panel
@@ -21,6 +22,7 @@ from seedrl.errors import SeedRLError
 from seedrl.rollout.backends import GenerationBackend, SamplingParams
 from seedrl.rollout.executors import EnvFactory
 from seedrl.rollout.runner import RolloutSettings, rollout
+from seedrl.rollout.types import Trajectory
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -31,6 +33,44 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def play_once(
+    backend: GenerationBackend,
+    tokenizer,
+    env: str,
+    env_kwargs: dict[str, Any],
+    task_ids: Sequence[str],
+    *,
+    max_steps: int,
+    history_length: int,
+    max_new_tokens: int,
+    max_prompt_tokens: int = 2048,
+    greedy: bool = True,
+    temperature: float = 0.4,
+    batch_size: int = 32,
+    seed: int = 0,
+    step_timeout_s: float = 60.0,
+    env_workers: int = 8,
+    executor: str = "thread",
+    ray_address: str | None = None,
+) -> list[Trajectory]:
+    """Each of ``task_ids`` played once with the plain step prompts (never a skill), ``batch_size`` tasks
+    per rollout, the rollout from task ``k`` seeded ``seed + k``: what :func:`evaluate` scores, and the
+    episodes ``demo_source: start`` turns into SFT rows (:func:`seedrl.train.sft.policy_demonstrations`)."""
+    cls = env_class(env)
+    settings = RolloutSettings(
+        env_title=cls.title or env, max_steps=max_steps, history_length=history_length,
+        max_prompt_tokens=max_prompt_tokens,
+        sampling=SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy,
+                                stop=list(cls.stop)),
+        step_timeout_s=step_timeout_s, env_workers=env_workers, executor=executor,
+        ray_address=ray_address)
+    trajs: list[Trajectory] = []
+    for start in range(0, len(task_ids), batch_size):
+        trajs += rollout(backend, tokenizer, EnvFactory(env, env_kwargs), list(task_ids[start:start + batch_size]), 1,
+                         settings, seed=seed + start, traj_offset=start)
+    return trajs
 
 
 def evaluate(
@@ -52,31 +92,22 @@ def evaluate(
     executor: str = "thread",
     ray_address: str | None = None,
 ) -> dict[str, Any]:
-    """Play each task of ``panel`` once; return success rate (95% Wilson interval), score (mean
-    episode reward), episode length, invalid-action rate, a per-task-type breakdown
+    """Play each task of ``panel`` once (:func:`play_once`); return success rate (95% Wilson interval),
+    score (mean episode reward), episode length, invalid-action rate, a per-task-type breakdown
     (``Env.task_type``) and per-task rows. Never depends on ``env_workers``."""
     played = panel.subset(num_tasks)  # seeded, stratified by task type; the panel itself when num_tasks is None
-    task_ids = list(played.task_ids)
     cls = env_class(panel.env)
-    settings = RolloutSettings(
-        env_title=cls.title or panel.env, max_steps=max_steps, history_length=history_length,
-        max_prompt_tokens=max_prompt_tokens,
-        sampling=SamplingParams(max_new_tokens=max_new_tokens, temperature=temperature, greedy=greedy,
-                                stop=list(cls.stop)),
-        step_timeout_s=step_timeout_s, env_workers=env_workers, executor=executor,
-        ray_address=ray_address)
-    rows = []
     t0 = time.perf_counter()
-    for start in range(0, len(task_ids), batch_size):
-        chunk = task_ids[start:start + batch_size]
-        trajs = rollout(backend, tokenizer, EnvFactory(panel.env, panel.env_kwargs), chunk, 1, settings,
-                        seed=seed + start, traj_offset=start)
-        for t in trajs:
-            rows.append({"task_id": t.task_id, "type": cls.task_type(t.task_id), "won": t.won,
-                         "reward": t.episode_reward, "steps": len(t.steps), "invalid": t.num_invalid,
-                         "invalid_format": t.num_format_invalid,
-                         "truncated": t.truncated, "error": t.error,
-                         "tokens": sum(len(s.response_ids) for s in t.steps)})
+    trajs = play_once(backend, tokenizer, panel.env, panel.env_kwargs, played.task_ids, max_steps=max_steps,
+                      history_length=history_length, max_new_tokens=max_new_tokens,
+                      max_prompt_tokens=max_prompt_tokens, greedy=greedy, temperature=temperature,
+                      batch_size=batch_size, seed=seed, step_timeout_s=step_timeout_s, env_workers=env_workers,
+                      executor=executor, ray_address=ray_address)
+    rows = [{"task_id": t.task_id, "type": cls.task_type(t.task_id), "won": t.won,
+             "reward": t.episode_reward, "steps": len(t.steps), "invalid": t.num_invalid,
+             "invalid_format": t.num_format_invalid,
+             "truncated": t.truncated, "error": t.error,
+             "tokens": sum(len(s.response_ids) for s in t.steps)} for t in trajs]
     if rows and all(r["error"] is not None and r["steps"] == 0 for r in rows):
         raise SeedRLError(f"none of the {len(rows)} tasks of {panel.env}/{panel.split} could be started (each "
                           f"failed at reset, e.g. a task that cannot be generated); the first: "

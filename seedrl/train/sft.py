@@ -140,25 +140,16 @@ def skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: li
 def policy_demonstrations(backend, tokenizer, env_name: str, env_kwargs: dict[str, Any], task_ids: list[str], *,
                           max_steps: int, history_length: int, seed: int,
                           batch_size: int = 64) -> list[dict[str, Any]]:
-    """(messages, response) rows of a model's own greedy episodes, one per step it took, labelled with
-    what it answered (its mistakes included): training on them keeps that model's skill-free policy
-    (``demo_source: start``). ``backend`` generates with the model; the prompts are the plain step
-    prompts of RL and evaluation, never a skill."""
-    from seedrl.rollout.backends import SamplingParams
-    from seedrl.rollout.executors import EnvFactory
-    from seedrl.rollout.runner import RolloutSettings, rollout
+    """(messages, response) rows of a model's own greedy episodes (:func:`seedrl.eval.evaluate.play_once`,
+    the plain step prompts of RL and evaluation, never a skill), one per step it took, labelled with what it
+    answered (its mistakes included): training on them keeps that model's skill-free policy
+    (``demo_source: start``). ``backend`` generates with the model."""
+    from seedrl.eval.evaluate import play_once
 
-    cls = env_class(env_name)
-    settings = RolloutSettings(env_title=cls.title or env_name, max_steps=max_steps,
-                               history_length=history_length,
-                               sampling=SamplingParams(max_new_tokens=64, greedy=True, stop=list(cls.stop)))
-    rows: list[dict[str, Any]] = []
-    for start in range(0, len(task_ids), batch_size):
-        trajs = rollout(backend, tokenizer, EnvFactory(env_name, env_kwargs), task_ids[start:start + batch_size], 1,
-                        settings, seed=seed + start, traj_offset=start)
-        rows += [{"messages": s.messages, "response": s.response_text, "task_id": t.task_id, "step": s.step}
-                 for t in trajs for s in t.steps]
-    return rows
+    trajs = play_once(backend, tokenizer, env_name, env_kwargs, task_ids, max_steps=max_steps,
+                      history_length=history_length, max_new_tokens=64, batch_size=batch_size, seed=seed)
+    return [{"messages": s.messages, "response": s.response_text, "task_id": t.task_id, "step": s.step}
+            for t in trajs for s in t.steps]
 
 
 def empty_data_message(path: str | Path) -> str:
