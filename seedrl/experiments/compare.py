@@ -176,6 +176,15 @@ def initial_eval_key(cfg: TrainConfig) -> str:
                              "max_prompt_tokens": r.max_prompt_tokens}})
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux ``/proc/cpuinfo``; ``platform.processor()`` is empty there), or ""."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor()
+    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), "")
+
+
 def machine_info() -> dict[str, Any]:
     import torch
 
@@ -186,7 +195,8 @@ def machine_info() -> dict[str, Any]:
     except AttributeError:
         usable = os.cpu_count()
     info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(),
-                            "processor": platform.processor(), "cpu_count": os.cpu_count(), "cpus_usable": usable,
+                            "processor": platform.processor(), "cpu_model": cpu_model(),
+                            "cpu_count": os.cpu_count(), "cpus_usable": usable,
                             "python": platform.python_version(), "torch": torch.__version__,
                             "torch_threads": torch.get_num_threads(),
                             "cpu_bf16": device_capability("cpu").description}

@@ -73,15 +73,12 @@ def _numbers(row: dict) -> dict:
 
 
 def _machine() -> dict:
-    """What decides the float summation order of these runs: torch and the CPU kind."""
-    from seedrl.models.precision import device_capability
+    """What decides the float summation order of these runs: torch, the CPU kind, the thread count."""
+    from seedrl.experiments.compare import machine_info
 
-    cpu = ""
-    if Path("/proc/cpuinfo").exists():
-        cpu = next((ln.split(":", 1)[1].strip() for ln in Path("/proc/cpuinfo").read_text().splitlines()
-                    if ln.startswith("model name")), "")
-    return {"torch": torch.__version__, "cpu_model": cpu, "cpu_isa": torch.backends.cpu.get_cpu_capability(),
-            "cpu": device_capability("cpu").description, "torch_threads": torch.get_num_threads()}
+    info = machine_info()
+    return {k: info[k] for k in ("torch", "cpu_model", "cpu_bf16", "torch_threads")} | {
+        "cpu_isa": torch.backends.cpu.get_cpu_capability()}
 
 
 def _weights_sums(model: torch.nn.Module) -> dict[str, list[float]]:
