@@ -1,6 +1,7 @@
-"""The update module's helpers by hand (seedrl/train/update.py): which samples merge, what replay draws and
-rebuilds, and when a batch without samples stops the run. Written against the mutants `make mutants` found
-alive: each test names the broken version it kills."""
+"""The update module (seedrl/train/update.py) by hand: which samples merge, what replay draws and rebuilds,
+when a batch without samples stops the run, and the Updater's step around the loss (passes, gradient sync,
+precision, stats over ranks, non-finite steps, what a signal receives). Written against the mutants
+`make mutants` left alive; a test's docstring names the broken versions it kills."""
 
 from __future__ import annotations
 
@@ -115,7 +116,6 @@ def test_with_several_processes_a_rank_without_samples_goes_on_when_another_has_
     from seedrl.train import update
 
     gathered = []
-
     two = World(rank=0, size=2)
 
     def gather(world, value):
