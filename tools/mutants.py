@@ -54,6 +54,12 @@ def mutated_line(mutmut: str, name: str) -> str | None:
     return " ".join(added) if added else None
 
 
+def module_of(name: str) -> str:
+    """The module of a mutant: ``seedrl.algos.losses.x_kl_k3__mutmut_1`` (a function) or
+    ``seedrl.train.update.xǁUpdaterǁupdate__mutmut_3`` (a method) -> the part before ``.x_`` / ``.xǁ``."""
+    return re.split(r"\.x[_ǁ]", name, maxsplit=1)[0]
+
+
 def read_equivalent(path: Path) -> dict[str, tuple[str, str]]:
     entries = {}
     for no, raw in enumerate(path.read_text().splitlines(), 1):
@@ -101,13 +107,10 @@ def main() -> int:
     equiv = [n for n in status if n in equivalent and status[n] not in DETECTED]
     missed = sorted(n for n in status if status[n] not in DETECTED and n not in equivalent)
     share = (killed + len(equiv)) / total
-    def module(name: str) -> str:  # seedrl.algos.losses.x_kl_k3__mutmut_1, seedrl.train.update.xǁUpdaterǁ...
-        return re.split(r"\.x[_ǁ]", name, maxsplit=1)[0]
-
-    modules = collections.Counter(module(n) for n in status)
+    modules = collections.Counter(module_of(n) for n in status)
     print(f"mutants: {total} ({', '.join(f'{m} {k}' for m, k in sorted(modules.items()))})")
     for m in sorted(modules):
-        names = [n for n in status if module(n) == m]
+        names = [n for n in status if module_of(n) == m]
         hit = sum(status[n] in DETECTED for n in names)
         eq = sum(n in equivalent and status[n] not in DETECTED for n in names)
         print(f"  {m}: killed {hit}/{len(names)} = {hit / len(names):.1%}; "
