@@ -44,6 +44,8 @@ def probe(checkpoint: str, plain: str, out: Path, args: argparse.Namespace) -> t
            "--history-length", str(args.history_length), "--with-skills", "oracle", "--against", plain,
            "--num-tasks", str(args.num_tasks), "--batch-size", str(args.batch_size),
            "--follow-decisions", str(args.follow_decisions), "--out", str(out)]
+    if args.panel_size is not None:
+        cmd[-2:-2] = ["--panel-size", str(args.panel_size)]
     if not out.exists():
         subprocess.run([sys.executable, "-m", "seedrl.cli", *cmd[1:]], check=True, cwd=ROOT)
     return json.loads(out.read_text()), cmd
@@ -66,6 +68,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-steps", type=int, default=4)
     ap.add_argument("--history-length", type=int, default=3)
     ap.add_argument("--num-tasks", type=int, default=128)
+    ap.add_argument("--panel-size", type=int, default=None,
+                    help="build each panel with N tasks (household generates them; its default panel, 128, is the "
+                    "first 128): with --num-tasks N, harm on more games than the default panel holds")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--follow-decisions", type=int, default=3)
     args = ap.parse_args(argv)

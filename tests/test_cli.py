@@ -217,3 +217,25 @@ def test_num_tasks_beyond_the_panel_says_it_plays_them_all(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="seedrl.train.evaluation"):
         Trainer(tiny_cfg(tmp_path / "run", **{"eval.num_tasks": 5000})).close()
     assert any("eval.num_tasks=5000 is more than the" in r.getMessage() for r in caplog.records)
+
+
+def test_panel_size_builds_a_larger_panel_of_a_generated_env(tmp_path):
+    """`--panel-size N` builds each panel with N tasks (harm on more games than the default 128); household's
+    default panel is its first tasks, so the 128 games every committed number used stay inside it."""
+    from seedrl.envs.household.env import HouseholdEnv
+
+    out = tmp_path / "e.json"
+    r = runner.invoke(app, ["eval", "--checkpoint", "tiny-micro", "--env", "household", "--split", "valid_seen",
+                            "--panel-size", "130", "--num-tasks", "130", "--max-steps", "1", "--batch-size", "130",
+                            "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "more than the" not in r.stderr and "over 130 episodes" in r.stdout
+    res = json.loads(out.read_text())
+    ev = res["panels"]["valid_seen"]
+    assert ev["panel_size"] == 130
+    played = [row["task_id"] for row in ev["tasks"]]
+    default = HouseholdEnv.panel_task_ids("valid_seen", 128)
+    assert HouseholdEnv.panel_task_ids("valid_seen", 130)[:128] == default
+    assert len(set(played)) == 130 and set(default) < set(played)
+    r = runner.invoke(app, ["eval", "--checkpoint", "tiny-micro", "--env", "household", "--panel-size", "0"])
+    one_line_error(r, "--panel-size must be at least 1, got 0")

@@ -21,6 +21,10 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
                                                      help="panel: train | valid_seen | valid_unseen (repeatable; "
                                                      "default valid_unseen)"),
           num_tasks: Optional[int] = typer.Option(None, "--num-tasks", help="N tasks of each panel, seeded and stratified by task type"),
+          panel_size: Optional[int] = typer.Option(None, "--panel-size", help="build each panel with N tasks "
+                                                   "instead of the split's default size, where the env generates "
+                                                   "its tasks (household: the default panel is its first tasks); "
+                                                   "the panel hash changes with it"),
           max_steps: Optional[int] = typer.Option(None, "--max-steps"),
           history_length: Optional[int] = typer.Option(None, "--history-length"),
           greedy: bool = typer.Option(True, "--greedy/--sample", help="greedy decoding, or sampling at "
@@ -75,7 +79,8 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
             raise SeedRLError("greedy evaluation does not depend on the seed: give one --seeds value, or pass "
                               "--sample for sampled evaluation under several seeds")
         _check_out(out)
-        for flag, value, lo in (("--num-tasks", num_tasks, 1), ("--max-steps", max_steps, 1),
+        for flag, value, lo in (("--num-tasks", num_tasks, 1), ("--panel-size", panel_size, 1),
+                                ("--max-steps", max_steps, 1),
                                 ("--history-length", history_length, 0), ("--batch-size", batch_size, 1),
                                 ("--workers", workers, 1)):
             if value is not None and value < lo:
@@ -112,7 +117,7 @@ def eval_(checkpoint: str = typer.Option(..., "--checkpoint", help="a run folder
                 raise SeedRLError(f"--env-kwargs must be a YAML mapping, got {env_kwargs!r}")
         else:
             kwargs = run_cfg.env.kwargs if run_cfg and run_cfg.env.name == env_name else {}
-        panels = [build_panel(env_name, sp, None, **kwargs) for sp in split_list]
+        panels = [build_panel(env_name, sp, panel_size, **kwargs) for sp in split_list]
         for p in panels:
             if num_tasks is not None and num_tasks > len(p.task_ids):  # Panel.subset plays the whole panel
                 typer.echo(f"warning: --num-tasks {num_tasks} is more than the {len(p.task_ids)} tasks of "

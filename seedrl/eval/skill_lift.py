@@ -177,6 +177,7 @@ def _summary(panel: Panel, played: Panel, rows: list[dict[str, Any]], deltas: li
         "diagnostic": DIAGNOSTIC,
         "note": "second attempts carry a hindsight skill about the same task: not a success rate of the policy",
         "env": panel.env, "split": panel.split, "panel_hash": played.hash, "full_panel_hash": panel.hash,
+        "panel_size": len(panel),
         "analyzer": getattr(analyzer, "name", "?"),
         "num_tasks": n, "success_plain_all": sum(r["won"] for r in rows) / max(1, n),
         "with_skill": k, "parse_rate": k / max(1, n),

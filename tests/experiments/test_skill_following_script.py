@@ -38,8 +38,9 @@ def test_summary_is_the_evals_numbers_with_both_starts_fingerprints(tmp_path, ti
         starts[name] = hashlib.sha256((tmp_path / name / "model.safetensors").read_bytes()).hexdigest()
     out = tmp_path / "out"
     s = _script().main(["--start", str(tmp_path / "start"), "--plain", str(tmp_path / "plain"), "--out", str(out),
-                        "--num-tasks", "3", "--split", "valid_seen", "--batch-size", "3"])
+                        "--num-tasks", "3", "--split", "valid_seen", "--batch-size", "3", "--panel-size", "130"])
     ev = json.loads((out / "literate.json").read_text())["panels"]["valid_seen"]
+    assert ev["panel_size"] == 130 and "--panel-size" in s["commands"][0]  # the panel built as asked
     assert {k: s[k] for k in ("follow_rate", "oracle_lift", "mcnemar_p", "harm")} == \
         {k: ev[k] for k in ("follow_rate", "oracle_lift", "mcnemar_p", "harm")}
     assert s["start"]["sha256"] == starts["start"] and s["plain"]["sha256"] == starts["plain"]
