@@ -176,6 +176,9 @@ CASES = [
      "'demo_noise': Input should be less than or equal to 1"),
     # analyze
     ("analyze-tasks-0", ["analyze", "--out", "{tmp}/a.jsonl", "--tasks", "0"], "--tasks must be at least 1"),
+    ("analyze-failure-cap-below-floor", ["analyze", "--out", "{tmp}/a.jsonl", "--min-failure-frac", "0.5",
+                                         "--max-failure-frac", "0.4", "--set", "model.name=tiny-micro"],
+     "--max-failure-frac must be between --min-failure-frac (0.5) and 1, got 0.4"),
 ]
 if Path("/sys").is_dir() and sys.platform.startswith("linux"):  # sysfs refuses mkdir, even to root
     CASES.append(("eval-out-not-writable", ["eval", "--checkpoint", "tiny-micro", "--env", "sokoban", "--out",

@@ -100,6 +100,8 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
                                                         "temperature, so the data holds the failures RL meets)"),
             min_failure_frac: float = typer.Option(0.0, "--min-failure-frac", help="keep at least this share of "
                                                    "failed trajectories among the rows (successes are dropped)"),
+            max_failure_frac: float = typer.Option(1.0, "--max-failure-frac", help="keep at most this share of "
+                                                   "failed trajectories among the rows (failures are dropped)"),
             max_target_tokens: Optional[int] = typer.Option(None, "--max-target-tokens", help="drop answers longer "
                                                             "than this (default: half of skills.max_new_tokens)"),
             set_: Optional[list[str]] = typer.Option(None, "--set", help=SET_HELP),
@@ -125,6 +127,7 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
         from seedrl.train.stage1 import run_analyze  # torch: after the cheap checks
 
         s = run_analyze(cfg, out, tasks, rollouts, temperature, min_failure_frac=min_failure_frac,
+                        max_failure_frac=max_failure_frac,
                         max_target_tokens=max_target_tokens, skip_tasks=skip_tasks, task_sampling=task_sampling)
         if not s["kept"]:
             raise SeedRLError(_why_none_kept(s, out))

@@ -8,7 +8,9 @@ for ``seedrl sft --data``.
 
 - ``min_failure_frac``: keep at least this share of failures among the rows written, by dropping
   successes (evenly, in play order) when there are too few failures; when there are no failures at all
-  the summary says so (``failure_frac_note``) instead of pretending.
+  the summary says so (``failure_frac_note``) instead of pretending. ``max_failure_frac`` likewise keeps at
+  most that share, by dropping failures: the successes a self-analyzer must learn to name a found place
+  from are a minority of the trajectories at the RL temperature.
 - ``task_sampling``: ``per_type`` (default) draws the tasks evenly over the env's task types
   (``Env.task_type``), seeded, as SEED's data script takes 30 tasks of each of ALFWorld's 6 types
   (:func:`select_tasks`); an env with one task type, or ``first``, plays the first ``tasks`` in panel
@@ -51,7 +53,7 @@ from seedrl.train.collect import rollout_settings
 
 
 def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, temperature: float | None = None,
-                batch_tasks: int = 8, min_failure_frac: float = 0.0,
+                batch_tasks: int = 8, min_failure_frac: float = 0.0, max_failure_frac: float = 1.0,
                 max_target_tokens: int | None = None, skip_tasks: int = 0,
                 task_sampling: str = "per_type") -> dict[str, Any]:
     """Roll out ``cfg.model`` on ``tasks`` train tasks (after the first ``skip_tasks``; drawn by
@@ -61,6 +63,9 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
         raise SeedRLError(f"--task-sampling must be one of {', '.join(TASK_SAMPLING)}, got {task_sampling!r}")
     if not 0.0 <= min_failure_frac <= 1.0:
         raise SeedRLError(f"--min-failure-frac must be between 0 and 1, got {min_failure_frac}")
+    if not min_failure_frac <= max_failure_frac <= 1.0:
+        raise SeedRLError(f"--max-failure-frac must be between --min-failure-frac ({min_failure_frac}) and 1, got "
+                          f"{max_failure_frac}")
     temperature = cfg.rollout.temperature if temperature is None else temperature
     max_target_tokens = max_target_tokens or cfg.skills.max_new_tokens // 2
     out = Path(out)
@@ -117,7 +122,7 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
                              "provenance": provenance})
     finally:
         backend.close()  # a vLLM engine is shut down (a no-op for HF)
-    rows, note = balance_outcomes(rows, min_failure_frac)
+    rows, note = balance_outcomes(rows, min_failure_frac, max_failure_frac)
     atomic_write(out, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))  # never half a data file
     failures = sum(not r["success"] for r in rows)
     lengths = sorted(target_tokens)
@@ -125,7 +130,7 @@ def run_analyze(cfg: TrainConfig, out: str | Path, tasks: int, rollouts: int, te
         "trajectories": total, "success_rate": wins / max(1, total), "unparsed": unparsed,
         "too_long": too_long, "max_target_tokens": max_target_tokens, "kept": len(rows),
         "kept_failures": failures, "failure_frac": failures / max(1, len(rows)),
-        "min_failure_frac": min_failure_frac, "failure_frac_note": note,
+        "min_failure_frac": min_failure_frac, "max_failure_frac": max_failure_frac, "failure_frac_note": note,
         "target_tokens": {"p50": lengths[len(lengths) // 2] if lengths else 0,
                           "p95": lengths[int(0.95 * (len(lengths) - 1))] if lengths else 0,
                           "max": lengths[-1] if lengths else 0},
@@ -171,21 +176,36 @@ def select_tasks(task_ids: Sequence[str], n: int, task_type: Callable[[str], str
     return chosen, dict(sorted(counts.items()))
 
 
-def balance_outcomes(rows: list[dict[str, Any]], min_failure_frac: float) -> tuple[list[dict[str, Any]], str | None]:
+def balance_outcomes(rows: list[dict[str, Any]], min_failure_frac: float,
+                     max_failure_frac: float = 1.0) -> tuple[list[dict[str, Any]], str | None]:
     """Drop successes (evenly spaced, keeping play order) until failures make up at least
-    ``min_failure_frac`` of the rows. Returns the rows and, when the fraction cannot be reached
-    (no failures to keep), a note that says why; None when it was reached."""
+    ``min_failure_frac`` of the rows, or failures likewise until they make up at most ``max_failure_frac``.
+    Returns the rows and, when a fraction cannot be reached (no row of the outcome to keep), a note that
+    says why; None when it was reached."""
+    if not 0.0 <= min_failure_frac <= max_failure_frac <= 1.0:
+        raise SeedRLError(f"failure fractions must satisfy 0 <= --min-failure-frac <= --max-failure-frac <= 1, got "
+                          f"{min_failure_frac} and {max_failure_frac}")
     failures = [r for r in rows if not r["success"]]
     successes = [r for r in rows if r["success"]]
-    if not rows or min_failure_frac <= 0:
+    if not rows:
         return rows, None
-    if not failures:
-        return rows, (f"no failed trajectory among {len(rows)} labelled ones: the failure fraction "
-                      f"{min_failure_frac:.2f} cannot be reached; play at a higher temperature or more tasks")
-    if len(failures) / len(rows) >= min_failure_frac:
-        return rows, None
-    # keep k successes with F / (F + k) >= f  <=>  k <= F (1 - f) / f
-    k = len(failures) * (1 - min_failure_frac) / min_failure_frac
-    k = int(k + 1e-9)
-    keep = {id(successes[int(i * len(successes) / k)]) for i in range(k)} if k else set()
-    return [r for r in rows if not r["success"] or id(r) in keep], None
+    if min_failure_frac > 0 and len(failures) / len(rows) < min_failure_frac:
+        if not failures:
+            return rows, (f"no failed trajectory among {len(rows)} labelled ones: the failure fraction "
+                          f"{min_failure_frac:.2f} cannot be reached; play at a higher temperature or more tasks")
+        # keep k successes with F / (F + k) >= f  <=>  k <= F (1 - f) / f
+        return _thin(rows, successes, int(len(failures) * (1 - min_failure_frac) / min_failure_frac + 1e-9)), None
+    if max_failure_frac < 1 and len(failures) / len(rows) > max_failure_frac:
+        if not successes:
+            return rows, (f"no successful trajectory among {len(rows)} labelled ones: the failure fraction "
+                          f"{max_failure_frac:.2f} cannot be reached; play at a lower temperature or more tasks")
+        # keep k failures with k / (k + S) <= f  <=>  k <= S f / (1 - f)
+        return _thin(rows, failures, int(len(successes) * max_failure_frac / (1 - max_failure_frac) + 1e-9)), None
+    return rows, None
+
+
+def _thin(rows: list[dict[str, Any]], group: list[dict[str, Any]], k: int) -> list[dict[str, Any]]:
+    """``rows`` with only ``k`` of ``group`` (a sublist of them) left, evenly spaced over it, in order."""
+    keep = {id(group[int(i * len(group) / k)]) for i in range(k)} if k else set()
+    drop = {id(r) for r in group} - keep
+    return [r for r in rows if id(r) not in drop]

@@ -33,6 +33,32 @@ def test_balancing_leaves_enough_failures_alone_and_says_why_when_there_are_none
     assert len(kept) == 4 and "no failed trajectory among 4" in note and "temperature" in note
 
 
+@pytest.mark.parametrize("outcomes,frac", [("fffffffffs", 0.5), ("ffffssffff", 0.7), ("fsfsfsffff", 0.4),
+                                           ("ffs", 0.66), ("fffs", 0.0)])
+def test_balancing_caps_the_failure_fraction_by_dropping_failures_only(outcomes, frac):
+    """--max-failure-frac: at the RL temperature most trajectories fail, and a self-analyzer then sees few
+    of the successes it must learn to name a found place from."""
+    rows = _rows(outcomes)
+    kept, note = balance_outcomes(rows, 0.0, frac)
+    failures = [r for r in kept if not r["success"]]
+    assert note is None
+    assert [r for r in kept if r["success"]] == [r for r in rows if r["success"]]  # every success kept
+    assert len(failures) / len(kept) <= frac
+    assert (len(failures) + 1) / (len(kept) + 1) > frac  # as many failures as the cap allows
+    assert [r["task_id"] for r in kept] == sorted((r["task_id"] for r in kept), key=lambda t: int(t[1:]))
+
+
+def test_balancing_cap_says_why_without_successes_and_refuses_crossed_bounds():
+    kept, note = balance_outcomes(_rows("ffff"), 0.0, 0.5)
+    assert len(kept) == 4 and "no successful trajectory among 4" in note and "temperature" in note
+    rows = _rows("ssff")
+    assert balance_outcomes(rows, 0.5, 0.5) == (rows, None)
+    from seedrl.errors import SeedRLError
+
+    with pytest.raises(SeedRLError, match="min-failure-frac <= --max-failure-frac"):
+        balance_outcomes(rows, 0.6, 0.5)
+
+
 def test_skill_demonstrations_carry_the_skill_where_teacher_prompts_do_and_the_experts_action(tiny_tokenizer):
     """Same tasks and seed as plain demonstrations: every row is the plain row with the skill placed by
     the teacher prompt's own placement (SEED: after the task line), and the expert's action as target."""
