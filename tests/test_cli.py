@@ -159,6 +159,13 @@ def test_analyze_with_the_oracle_writes_sft_pairs_with_provenance(tmp_path):
                             "--set", "rollout.max_new_tokens=8", "--set", "skills.max_new_tokens=400"])
     assert r.exit_code == 0, r.output
     assert [json.loads(x)["task_id"] for x in out.read_text().splitlines()] == list(train[3:5])  # after the skipped
+    assert "more than the" not in r.stderr
+    r = runner.invoke(app, ["analyze", "--env", "sokoban", "--model", "tiny-micro", "--tasks", "2", "--rollouts", "1",
+                            "--skip-tasks", str(len(train) - 1), "--out", str(out), "--set", "env.max_steps=1",
+                            "--set", "rollout.max_new_tokens=8", "--set", "skills.max_new_tokens=400"])
+    assert r.exit_code == 0, r.output  # fewer tasks than asked: played, and said
+    assert f"warning: --tasks 2 is more than the 1 tasks of sokoban/train after --skip-tasks {len(train) - 1}" \
+        in r.stderr
     r = runner.invoke(app, ["analyze", "--env", "sokoban", "--model", "tiny-micro", "--skip-tasks", str(len(train)),
                             "--out", str(out)])
     one_line_error(r, f"--skip-tasks {len(train)} leaves no task")

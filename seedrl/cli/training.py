@@ -138,6 +138,10 @@ def analyze(out: Path = typer.Option(..., "--out", help="JSONL of (analysis prom
                   f"{s['temperature']} (policy success {s['success_rate']:.3f}; rows {s['failure_frac']:.2f} failures; "
                   f"{s['unparsed']} without a skill, {s['too_long']} answers over {s['max_target_tokens']} tokens; "
                   f"tasks per type {s['task_types']}) -> {out}", markup=False)
+    if s["tasks"] < tasks:
+        typer.echo(f"warning: --tasks {tasks} is more than the {s['tasks']} tasks of {s['panel']} after "
+                   f"--skip-tasks {s['skip_tasks']}; played all {s['tasks']} (a generated env takes --set "
+                   f"env.train_size=N for more)", err=True)
     if s["failure_frac_note"]:
         typer.echo(f"warning: {s['failure_frac_note']}", err=True)
 
