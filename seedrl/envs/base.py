@@ -366,11 +366,20 @@ class Env(ABC):
         return task_id.split("-", 1)[0]
 
     @classmethod
-    def sdar_skill(cls, task_id: str, task_to_skill: Mapping[str, str]) -> str | None:
+    def skill_type(cls, task_id: str, task_text: str = "") -> str | None:
+        """The static (SDAR) skill of a task besides the general one: the stem of its file in the env's
+        ``skills/`` folder, or None for the general skill alone. By default its :meth:`task_type`; an env
+        whose SDAR route maps tasks to skill types another way (Search: by data source and question)
+        overrides this. ``task_text``: the episode's task description, for routes that read it."""
+        return cls.task_type(task_id)
+
+    @classmethod
+    def sdar_skill(cls, task_id: str, task_to_skill: Mapping[str, str], task_text: str = "") -> str | None:
         """The skill an SDAR skill folder's ``task_to_skill`` maps a task to (None: the general skills
-        alone): by default its :meth:`task_type`, looked up exactly. An env whose SDAR route differs
+        alone): by default its :meth:`skill_type`, looked up exactly. An env whose SDAR route differs
         (ALFWorld: a key found in the game's path) overrides this."""
-        return task_to_skill.get(cls.task_type(task_id))
+        kind = cls.skill_type(task_id, task_text)
+        return None if kind is None else task_to_skill.get(kind)
 
     # -- episode ------------------------------------------------------------------------------
     def parse_action(self, text: str) -> str | None:

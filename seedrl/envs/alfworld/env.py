@@ -105,7 +105,7 @@ class _AlfWorldBase(Env):
     packages = ("alfworld", "textworld", "fast-downward-textworld")
 
     @classmethod
-    def sdar_skill(cls, task_id: str, task_to_skill: Mapping[str, str]) -> str | None:
+    def sdar_skill(cls, task_id: str, task_to_skill: Mapping[str, str], task_text: str = "") -> str | None:
         """SDAR's route for ALFWorld games: the task type looked up exactly, else the first
         ``task_to_skill`` key (in file order) found in the game's path or type
         (``pick_and_place_simple`` -> ``pick_and_place``); none: the general skills alone, as SDAR."""

@@ -1,8 +1,10 @@
 """SDAR-style static skills: one hand-written skill file per (environment, task type), no hindsight.
 
-Files live in the env's own package, ``seedrl/envs/<env>/skills/<task type>.md`` plus ``general.md``
-(found through the registry: :func:`seedrl.envs.registry.env_folder`); the task type is the env's
-``Env.task_type(task_id)`` (by default the part of the task id before the first "-"). As SDAR's
+Files live in the env's own package, ``seedrl/envs/<env>/skills/<skill type>.md`` plus ``general.md``
+(found through the registry: :func:`seedrl.envs.registry.env_folder`); the skill type is the env's
+``Env.skill_type(task_id, task_text)``: by default its ``Env.task_type(task_id)`` (the part of the task
+id before the first "-"); Search maps a Search-R1 data source (and the question) to SDAR's question
+types. As SDAR's
 ``SkillProvider`` does, a task's skill is the general file followed by its task type's file, joined
 by a blank line, each kept as written (stripped of outer whitespace only: the files are Markdown).
 Pass ``skill_dir`` to use your own files.
@@ -14,7 +16,8 @@ ALFWorld's ``pick_two_obj_and_place`` -> ``pick_and_place``). A task's skill is 
 ``SkillProvider`` composes it: the general skills, a blank line, the mapped skill; a task type with no
 mapping gets the general skills alone. SDAR picks the type of an ALFWorld game as the first
 ``task_to_skill`` key (in file order) found in the game file's path: that rule is ALFWorld's
-(``Env.sdar_skill``); other envs look their task type up exactly.
+(``Env.sdar_skill``); other envs look their skill type up exactly (Search's is SDAR's question type,
+``get_privileged_info_from_data_source``).
 
 :attr:`StaticSkillAnalyzer.source` says which skill text a run used (layout, folder, a hash of the
 files' contents); the trainer logs it and writes it to ``skill_source.json`` in the run folder.
@@ -98,26 +101,32 @@ class StaticSkillAnalyzer:
         except Exception:  # a custom skill_dir for an env that is not registered
             return task_id.split("-", 1)[0]
 
-    def skill_name(self, task_id: str) -> str | None:
-        """The skill (besides the general one) of a task: its task type's file, or SDAR's mapping as the
-        env routes it (:meth:`seedrl.envs.base.Env.sdar_skill`; exact task type for an unregistered env)."""
-        kind = self.task_type(task_id)
-        if self.layout == "seedrl":
-            return kind if kind != self.general_key else None
+    def skill_name(self, task_id: str, task_text: str = "") -> str | None:
+        """The skill (besides the general one) of a task: the file the env's skill type names
+        (:meth:`seedrl.envs.base.Env.skill_type`: by default the task type; Search routes by data source
+        as SDAR does), or SDAR's mapping as the env routes it (:meth:`seedrl.envs.base.Env.sdar_skill`);
+        an unregistered env's exact task type. ``task_text``: the episode's task description."""
         try:
-            route = env_class(self.env_name).sdar_skill
+            env = env_class(self.env_name)
         except Exception:  # a custom skill_dir for an env that is not registered
-            return self.task_to_skill.get(kind)
-        return route(task_id, self.task_to_skill)
+            kind = self.task_type(task_id)
+            return (kind if kind != self.general_key else None) if self.layout == "seedrl" else self.task_to_skill.get(kind)
+        if self.layout == "seedrl":
+            try:
+                kind = env.skill_type(task_id, task_text)
+            except Exception:  # a task id the env cannot type: as task_type's fallback
+                kind = task_id.split("-", 1)[0]
+            return kind if kind != self.general_key else None
+        return env.sdar_skill(task_id, self.task_to_skill, task_text)
 
-    def skill_for(self, task_id: str) -> str | None:
-        name = self.skill_name(task_id)
+    def skill_for(self, task_id: str, task_text: str = "") -> str | None:
+        name = self.skill_name(task_id, task_text)
         parts = [self.skills.get(self.general_key), self.skills.get(name) if name and name != self.general_key else None]
         return "\n\n".join(p for p in parts if p) or None
 
     def analyze(self, trajectories: list[Trajectory]) -> list[AnalysisResult]:
         out = []
         for t in trajectories:
-            skill = self.skill_for(t.task_id)
+            skill = self.skill_for(t.task_id, t.task_description)
             out.append(AnalysisResult(t.traj_id, skill, error=None if skill else "no static skill for task type"))
         return out
