@@ -472,18 +472,20 @@ class SearchEnv(Env):
                      f"{', '.join(sorted(seen))})")
 
     @classmethod
-    def skill_type(cls, task_id: str, task_text: str = "") -> str | None:
+    def skill_types(cls, task_id: str, task_text: str = "") -> tuple[str, ...]:
         """A generated-world task's hop type (``hop1``..``hop3``, this env's own skills); a dataset
         task's SDAR question type (:func:`sdar_question_type`) of its data source and question (read
-        from ``task_text``, the task description ``answer this question: <question>``)."""
+        from ``task_text``, the task description ``answer this question: <question>``), none for a
+        source SDAR does not route."""
         kind = cls.task_type(task_id)
         try:
             parse_task_id(task_id)
-            return kind
+            return (kind,)
         except SeedRLError:
             pass
         question = task_text[len(TASK_PREFIX):] if task_text.startswith(TASK_PREFIX) else task_text
-        return sdar_question_type(kind, question)
+        routed = sdar_question_type(kind, question)
+        return () if routed is None else (routed,)
 
     @staticmethod
     def _seen_sources(cfg: SearchConfig) -> tuple[str, ...]:

@@ -52,9 +52,10 @@ def test_the_compare_rule_reads_the_question_as_sdar_does_substrings_after_the_f
     assert sdar_question_type("musique", "Which author wrote Hamlet?") == "compare"
     assert sdar_question_type("musique", "Who directed Alpha?") == "multi_hop_reasoning"
     assert sdar_question_type("somesource", "Who directed Alpha?") is None  # the general skill alone
+    assert SearchEnv.skill_types("somesource-te000001", TASK_PREFIX + "Who directed Alpha?") == ()
     # the env reads the question out of the task description
-    assert SearchEnv.skill_type("musique-te000003", TASK_PREFIX + which_or) == "compare"
-    assert SearchEnv.skill_type("hop2-s00042", TASK_PREFIX + which_or) == "hop2"  # the generated world's own
+    assert SearchEnv.skill_types("musique-te000003", TASK_PREFIX + which_or) == ("compare",)
+    assert SearchEnv.skill_types("hop2-s00042", TASK_PREFIX + which_or) == ("hop2",)  # the generated world's own
 
 
 def test_the_analyzer_routes_each_trajectory_by_its_task_description() -> None:
