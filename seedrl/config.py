@@ -191,8 +191,8 @@ class SkillsConfig(_Strict):
 
 
 class AlgoConfig(_Strict):
-    #: the method (seedrl/methods/__init__.py lists them all: grpo, seed, seed_nogate, sdar, grpo_opsd,
-    #: opsd, rlsd, skill_sd, opid)
+    #: the method (seedrl/methods/__init__.py lists them all: grpo, gigpo, seed, seed_nogate, sdar,
+    #: grpo_opsd, opsd, rlsd, skill_sd, opid)
     name: str = "grpo"
     opd_coef: NonNegFloat = 0.01
     #: gate sharpness (0 = uniform gate)
@@ -221,8 +221,19 @@ class AlgoConfig(_Strict):
     #: its skill_mapping.json) for the published baseline's skill text; the run records which
     #: (skill_source.json in the run folder)
     static_skill_dir: str | None = None
-    #: mean_std (GRPO, SEED) or mean (OPID's default)
+    #: mean_std (GRPO, SEED) or mean (OPID's default); GiGPO's mode (``mean_std_norm`` / ``mean_norm``)
+    #: for both its episode and its step part
     adv_norm: Literal["mean_std", "mean"] = "mean_std"
+    #: GiGPO's step-level credit (verl-agent ``algorithm.gigpo.step_advantage_w``): the weight of the
+    #: step-relative advantage (anchor-state groups: step samples of one task group whose observation is
+    #: the same, compared on their discounted step returns) added to the episode-relative one; 0 = none
+    #: (GRPO, and SEED's launchers), ``gigpo`` sets 1 as verl-agent's launchers
+    step_advantage_w: NonNegFloat = 0.0
+    #: the discount of GiGPO's step returns (verl-agent ``algorithm.gamma``: 0.95 in its launchers)
+    step_gamma: Annotated[float, Field(ge=0, le=1)] = 0.95
+    #: GiGPO's anchor-state match: None = identical observations; a threshold in (0, 1) = verl-agent's
+    #: ``enable_similarity`` with ``similarity_thresh`` (difflib ratio to a cluster's first member)
+    step_similarity: Annotated[float, Field(gt=0, lt=1)] | None = None
     adv_stats: Literal["steps", "trajectories"] = "steps"
     invalid_penalty: NonNegFloat = 0.1
     #: PPO clip range: ratios outside [1 - clip_ratio, 1 + clip_ratio] are clipped

@@ -12,6 +12,7 @@ and the public SEED, SDAR and OPID code.
 | method        | skills                          | placement  | signal                               | paper              |
 |---------------|---------------------------------|------------|--------------------------------------|--------------------|
 | `grpo`        | none                            | -          | none                                 | GRPO (verl-agent)  |
+| `gigpo`       | none                            | -          | none; + step-group advantage         | GiGPO (verl-agent) |
 | `seed`        | hindsight, the policy's own     | after_task | OPD, gate sigmoid(5 (teacher-logp))  | SEED               |
 | `seed_nogate` | hindsight                       | after_task | OPD, uniform gate (beta 0)           | ablation of SEED   |
 | `sdar`        | static file per task type       | prefix     | OPD, gate sigmoid(5 (teacher-logp))  | SDAR               |
@@ -28,7 +29,8 @@ the rollout prompt limit (``rollout.max_prompt_tokens``) so an overlong prompt l
 
 ``defaults`` are the method's own settings, applied to config fields the user did not set (an
 explicit value always wins): OPID normalises advantages by the mean only and labels trajectories with
-an external (API) analyzer that also names critical steps; OPSD sets the policy-gradient weight
+an external (API) analyzer that also names critical steps; GiGPO adds the step-relative advantage
+of anchor-state groups (``algo.step_advantage_w`` 1; its mode is ``algo.adv_norm``); OPSD sets the policy-gradient weight
 ``algo.pg_coef`` to 0 (SDAR's ``pg_loss_coef=0``: ``sdar`` without its GRPO term, the KL term kept).
 RLSD's token weights ``w = clip(exp(sign(A) (teacher - old)), 1 +- algo.rlsd_clip_eps)`` are mixed in
 with ``l = algo.rlsd_lambda``, decaying to 0 over ``algo.rlsd_warmdown`` iterations.
@@ -61,6 +63,8 @@ class MethodSpec:
 
 METHODS: dict[str, MethodSpec] = {
     "grpo": MethodSpec("none", "none", summary="GRPO: episode-outcome advantages only"),
+    "gigpo": MethodSpec("none", "none", defaults={"algo.step_advantage_w": 1.0},
+                        summary="GiGPO: episode-group plus anchor-state step-group advantages (verl-agent)"),
     "seed": MethodSpec("hindsight", "opd", summary="SEED: gated OPD from the policy's own hindsight skills"),
     "seed_nogate": MethodSpec("hindsight", "opd", opd_beta=0.0,
                               summary="ablation: SEED with a uniform gate (beta 0), not a published baseline"),
