@@ -191,8 +191,8 @@ class SkillsConfig(_Strict):
 
 
 class AlgoConfig(_Strict):
-    #: the method (seedrl/methods.py lists them all: grpo, seed, seed_nogate, sdar, grpo_opsd,
-    #: skill_sd, opid)
+    #: the method (seedrl/methods/__init__.py lists them all: grpo, gigpo, seed, seed_nogate, sdar,
+    #: grpo_opsd, opsd, rlsd, skill_sd, opid)
     name: str = "grpo"
     opd_coef: NonNegFloat = 0.01
     #: gate sharpness (0 = uniform gate)
@@ -206,13 +206,34 @@ class AlgoConfig(_Strict):
     opd_agg: Literal[OPD_AGGS] = MICRO_BATCH_MEAN  # one of seedrl.methods.OPD_AGGS
     opid_coef: NonNegFloat = 1e-3
     skill_sd_coef: NonNegFloat = 1e-3
-    #: sdar, skill_sd, grpo_opsd: folder of <task type>.md skill files (default: the ones shipped for
+    #: weight of the PPO policy-gradient term in the loss (SDAR's ``actor.pg_loss_coef``): 1 for every
+    #: method but ``opsd`` (0: the distillation term alone); the KL and entropy terms keep their own
+    #: coefficients
+    pg_coef: NonNegFloat = 1.0
+    #: rlsd: the mixing coefficient lambda of the teacher's token weights at step 0, decaying linearly
+    #: to 0 over ``rlsd_warmdown`` iterations (SDAR's ``algorithm.rlsd.rlsd_lambda``, ``warmdown_steps``:
+    #: 0.5 and 100 in its launchers), and the clip range of the token weights (``clip_eps``, 0.2)
+    rlsd_lambda: Annotated[float, Field(ge=0, le=1)] = 0.5
+    rlsd_warmdown: PosInt = 100
+    rlsd_clip_eps: Annotated[float, Field(ge=0, lt=1)] = 0.2
+    #: sdar, skill_sd, grpo_opsd, opsd, rlsd: folder of <task type>.md skill files (default: the ones shipped for
     #: the env), or SDAR's own skill folder (skills/<env>/ of a ZJU-REAL/SDAR checkout, recognised by
     #: its skill_mapping.json) for the published baseline's skill text; the run records which
     #: (skill_source.json in the run folder)
     static_skill_dir: str | None = None
-    #: mean_std (GRPO, SEED) or mean (OPID's default)
+    #: mean_std (GRPO, SEED) or mean (OPID's default); GiGPO's mode (``mean_std_norm`` / ``mean_norm``)
+    #: for both its episode and its step part
     adv_norm: Literal["mean_std", "mean"] = "mean_std"
+    #: GiGPO's step-level credit (verl-agent ``algorithm.gigpo.step_advantage_w``): the weight of the
+    #: step-relative advantage (anchor-state groups: step samples of one task group whose observation is
+    #: the same, compared on their discounted step returns) added to the episode-relative one; 0 = none
+    #: (GRPO, and SEED's launchers), ``gigpo`` sets 1 as verl-agent's launchers
+    step_advantage_w: NonNegFloat = 0.0
+    #: the discount of GiGPO's step returns (verl-agent ``algorithm.gamma``: 0.95 in its launchers)
+    step_gamma: Annotated[float, Field(ge=0, le=1)] = 0.95
+    #: GiGPO's anchor-state match: None = identical observations; a threshold in (0, 1) = verl-agent's
+    #: ``enable_similarity`` with ``similarity_thresh`` (difflib ratio to a cluster's first member)
+    step_similarity: Annotated[float, Field(gt=0, lt=1)] | None = None
     adv_stats: Literal["steps", "trajectories"] = "steps"
     invalid_penalty: NonNegFloat = 0.1
     #: PPO clip range: ratios outside [1 - clip_ratio, 1 + clip_ratio] are clipped

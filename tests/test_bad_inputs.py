@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from seedrl.cli import app, user_error_message
 from seedrl.config import EvalConfig, OptimConfig, SFTConfig, TrainConfig, load_config
 from seedrl.errors import SeedRLError, describe_os_error
+from seedrl.methods import METHODS
 
 pytestmark = pytest.mark.faults
 
@@ -310,6 +311,9 @@ BAD_VALUES = [
     ("env.train_size", 0), ("rollout.tasks_per_batch", 0), ("rollout.group_size", 0), ("rollout.temperature", 0),
     ("rollout.top_p", 0), ("rollout.top_p", 1.01), ("rollout.max_new_tokens", 0), ("rollout.max_prompt_tokens", 0),
     ("algo.opd_coef", -0.1), ("algo.opd_beta", -1), ("algo.opid_coef", -1), ("algo.skill_sd_coef", -1),
+    ("algo.pg_coef", -1), ("algo.rlsd_lambda", -0.1), ("algo.rlsd_lambda", 1.1), ("algo.rlsd_warmdown", 0),
+    ("algo.rlsd_clip_eps", -0.1), ("algo.rlsd_clip_eps", 1), ("algo.step_advantage_w", -1), ("algo.step_gamma", 1.1),
+    ("algo.step_similarity", 0), ("algo.step_similarity", 1),
     ("algo.invalid_penalty", -0.1), ("algo.clip_ratio", 0), ("algo.clip_ratio", 1), ("algo.dual_clip_c", 1),
     ("algo.kl_coef", -0.01), ("algo.entropy_coef", -0.01),
     ("skills.max_new_tokens", 0), ("skills.max_prompt_tokens", 0), ("skills.max_obs_chars", 0),
@@ -367,7 +371,7 @@ def test_edges_stay_valid():
     assert cfg.optim.mini_batch_size is None and cfg.model.device == "cuda:1"
     with pytest.raises(ValueError, match="eval.temperature must be > 0"):
         EvalConfig(greedy=False, temperature=0)
-    for name in ("seed", "seed_nogate", "sdar", "grpo_opsd", "skill_sd", "opid"):  # methods' own defaults are valid
+    for name in METHODS:  # methods' own defaults are valid
         load_config(TrainConfig, None, [f"algo.name={name}"])
 
 

@@ -226,3 +226,20 @@ def test_merge_keys_may_still_override_and_plain_yaml_still_loads(tmp_path):
     assert strict_yaml_load("a: &b {x: 1, y: 2}\nc:\n  <<: *b\n  x: 3\n") == {"a": {"x": 1, "y": 2},
                                                                               "c": {"x": 3, "y": 2}}
     assert strict_yaml_load("a: [1, 1]\nb: {c: 1, d: 1}\n") == {"a": [1, 1], "b": {"c": 1, "d": 1}}
+
+
+def test_gigpo_presets_follow_the_launchers_and_differ_from_their_grpo_preset_in_the_advantage_only():
+    """alfworld: SEED's examples/gigpo_trainer/run_alfworld.sh (step weight 0.5, mean_std_norm, gamma 0.95,
+    160 steps) over configs/alfworld_grpo_nosft.yaml's setting; webshop: verl-agent's run_webshop.sh
+    (weight 1.0, mean_norm) over configs/webshop_grpo.yaml's."""
+    for name, grpo_name, w, norm, iters in (("alfworld_gigpo.yaml", "alfworld_grpo_nosft.yaml", 0.5, "mean_std", 160),
+                                            ("webshop_gigpo.yaml", "webshop_grpo.yaml", 1.0, "mean", 160)):
+        g = load_config(TrainConfig, _CONFIGS / name)
+        assert (g.algo.name, g.algo.step_advantage_w, g.algo.adv_norm, g.algo.step_gamma) == ("gigpo", w, norm, 0.95)
+        assert g.iterations == iters
+        a, b = g.model_dump(), load_config(TrainConfig, _CONFIGS / grpo_name).model_dump()
+        for c in (a, b):
+            c.pop("run_dir"), c.pop("iterations"), c.pop("skills")
+            for k in ("name", "step_advantage_w", "opd_coef", "opd_beta"):
+                c["algo"].pop(k)
+        assert a == b, name

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from seedrl.algos.advantages import (
+    anchor_state_groups,
     broadcast_to_tokens,
+    gigpo_advantages,
     group_reward_std,
     grpo_advantages,
     invalid_action_penalty,
     length_discount,
     scale_by_sign,
     select_groups,
+    step_group_advantages,
+    step_returns,
 )
 from seedrl.algos.losses import (
     OPD_AGGS,
@@ -20,6 +24,8 @@ from seedrl.algos.losses import (
     opd_loss,
     opid_advantage,
     ppo_clip_loss,
+    rlsd_advantage,
+    rlsd_lambda,
     signal_weights,
     skill_sd_loss,
     smoothed_nll,
@@ -28,8 +34,10 @@ from seedrl.algos.losses import (
 )
 
 __all__ = [
+    "anchor_state_groups",
     "broadcast_to_tokens",
     "entropy_from_logits",
+    "gigpo_advantages",
     "group_reward_std",
     "grpo_advantages",
     "invalid_action_penalty",
@@ -41,11 +49,15 @@ __all__ = [
     "opd_loss",
     "opid_advantage",
     "ppo_clip_loss",
+    "rlsd_advantage",
+    "rlsd_lambda",
     "scale_by_sign",
     "select_groups",
     "signal_weights",
     "skill_sd_loss",
     "smoothed_nll",
+    "step_group_advantages",
+    "step_returns",
     "token_logprobs",
     "token_mean",
 ]

@@ -3,7 +3,9 @@
 Every environment step is one *step sample*; ``N`` below is the number of step
 samples in the batch. Each sample carries the index of its group (same task,
 ``uid`` in verl-agent) and of its trajectory (``traj_uid``). All functions are
-pure tensor functions: no I/O, no models, no Python loops over samples.
+pure functions: no I/O, no models, and tensor code without Python loops over samples, except
+GiGPO's (the end of this module): its anchor-state groups compare observation texts, and its
+step returns run backwards over one trajectory's steps.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["invalid_action_penalty", "grpo_advantages", "broadcast_to_tokens", "scale_by_sign", "group_reward_std",
-           "select_groups", "length_discount"]
+           "select_groups", "length_discount", "step_returns", "anchor_state_groups", "step_group_advantages",
+           "gigpo_advantages"]
 
 
 def invalid_action_penalty(episode_reward: Tensor, action_valid: Tensor, coef: float) -> Tensor:
@@ -215,3 +218,97 @@ def select_groups(rewards: Tensor, group_index: Tensor, *, drop_uniform: bool = 
     if max_groups is not None:
         keep = keep[:max_groups]
     return torch.tensor([int(groups[k]) for k in keep], dtype=torch.int64)
+
+
+# -- GiGPO (verl-agent ``gigpo/core_gigpo.py``, arXiv 2505.10978) --------------------------------------
+def step_returns(rewards: Tensor, gamma: float) -> Tensor:
+    """GiGPO's discounted return of each step of ONE trajectory (``compute_step_discounted_returns``,
+    Eq. 5): ``G_t = r_t + gamma * G_{t+1}``, ``G_T = r_T``.
+
+    Args: ``rewards`` ``[T]`` the env's reward of each step, in step order. Returns ``[T]``.
+    """
+    r = rewards if rewards.is_floating_point() else rewards.float()
+    out = torch.zeros_like(r)
+    running = torch.zeros((), dtype=r.dtype)
+    for t in range(len(r) - 1, -1, -1):  # one trajectory's steps: a short loop
+        running = r[t] + gamma * running
+        out[t] = running
+    return out
+
+
+def anchor_state_groups(group_index: list[int], anchors: list[str], similarity: float | None = None) -> Tensor:
+    """GiGPO's step groups (``build_step_group``, Eq. 6): within each episode group, the step samples
+    whose anchor state (the observation the step acted on) is the same share a step group.
+
+    ``similarity`` None: identical text. A threshold in (0, 1) (verl-agent's ``enable_similarity``):
+    a sample joins the first earlier cluster of its group whose first member's text has a
+    ``difflib.SequenceMatcher`` ratio >= ``similarity`` with its own, else starts a new cluster.
+
+    Args: ``group_index`` ``[N]`` episode group ids, ``anchors`` ``[N]`` texts (lists, one per sample).
+    Returns: ``[N]`` int64 step-group ids, numbered in order of first appearance.
+    """
+    if similarity is not None and not 0 < similarity < 1:
+        raise ValueError(f"similarity must be in (0, 1), got {similarity}")
+    from difflib import SequenceMatcher
+
+    ids: list[int] = []
+    exact: dict[tuple[int, str], int] = {}
+    clusters: dict[int, list[tuple[str, int]]] = {}  # group -> [(first member's text, step-group id)]
+    count = 0
+    for g, text in zip(group_index, anchors):
+        if similarity is None:
+            key = (int(g), text)
+            if key not in exact:
+                exact[key] = count
+                count += 1
+            ids.append(exact[key])
+            continue
+        found = next((sid for rep, sid in clusters.setdefault(int(g), [])
+                      if SequenceMatcher(None, text, rep).ratio() >= similarity), None)
+        if found is None:
+            found = count
+            clusters[int(g)].append((text, found))
+            count += 1
+        ids.append(found)
+    return torch.tensor(ids, dtype=torch.int64)
+
+
+def step_group_advantages(step_scores: Tensor, step_group: Tensor, norm: Literal["mean_std", "mean"] = "mean_std",
+                          eps: float = 1e-6) -> Tensor:
+    """GiGPO's step-relative advantage (``step_norm_reward``, Eq. 7): ``G_j - mu_k`` (``norm="mean"``,
+    verl-agent's ``mean_norm``) or ``(G_j - mu_k) / (sigma_k + eps)`` (``"mean_std"``, ``mean_std_norm``)
+    over the samples of step group ``k`` (``sigma`` = unbiased std). Unlike the episode groups, a step
+    group of one sample has ``mu`` = its own score (and ``sigma = 1``): its advantage is 0.
+
+    Args: ``step_scores`` ``[N]`` (discounted step returns, invalid-action penalty applied), ``step_group``
+    ``[N]`` int ids (:func:`anchor_state_groups`). Returns ``[N]``, no gradient.
+    """
+    if norm not in ("mean_std", "mean"):
+        raise ValueError(f"unknown norm {norm!r}")
+    with torch.no_grad():
+        s = (step_scores if step_scores.is_floating_point() else step_scores.float()).detach()
+        if s.numel() == 0:
+            return s.clone()
+        _, gid = torch.unique(step_group, return_inverse=True)
+        k = int(gid.max()) + 1
+        count = torch.zeros(k, dtype=s.dtype).index_add_(0, gid, torch.ones_like(s))
+        mean = torch.zeros(k, dtype=s.dtype).index_add_(0, gid, s) / count
+        sq = torch.zeros(k, dtype=s.dtype).index_add_(0, gid, (s - mean[gid]) ** 2)
+        std = torch.where(count == 1, torch.ones_like(count), (sq / (count - 1).clamp(min=1)).sqrt())
+        centered = s - mean[gid]
+        return centered if norm == "mean" else centered / (std[gid] + eps)
+
+
+def gigpo_advantages(scores: Tensor, step_scores: Tensor, group_index: Tensor, step_group: Tensor,
+                     norm: Literal["mean_std", "mean"] = "mean_std", step_advantage_w: float = 1.0,
+                     eps: float = 1e-6) -> Tensor:
+    """GiGPO's joint advantage (``compute_gigpo_outcome_advantage``, Eq. 8): the episode-relative
+    advantage (:func:`grpo_advantages` over each episode group's step samples, verl-agent's
+    ``episode_norm_reward`` with ``compute_mean_std_cross_steps``) plus ``step_advantage_w`` times the
+    step-relative one (:func:`step_group_advantages`), both normalised as ``norm`` says.
+
+    Args: ``scores`` ``[N]`` episode scores (:func:`invalid_action_penalty`), ``step_scores`` ``[N]``,
+    ``group_index`` ``[N]`` episode groups, ``step_group`` ``[N]`` anchor-state groups. Returns ``[N]``.
+    """
+    episode = grpo_advantages(scores, group_index, None, norm=norm, stats="steps", eps=eps)
+    return episode + step_advantage_w * step_group_advantages(step_scores, step_group, norm, eps).to(episode.dtype)

@@ -321,3 +321,36 @@ def opid_advantage(adv: Tensor, teacher_logp: Tensor, old_logp: Tensor, mask: Te
     ``mask`` = response mask x teacher signal mask. Returns ``[B, T]``.
     """
     return adv + coef * (teacher_logp - old_logp).detach() * mask
+
+
+def rlsd_lambda(step: int, lam: float = 0.5, warmdown: int = 100) -> float:
+    """RLSD's mixing coefficient at training step ``step`` (counted from 1, verl's ``global_steps``):
+    ``lam`` decaying linearly to 0 over ``warmdown`` steps, ``lam * (1 - step / warmdown)`` while
+    ``step < warmdown``, then 0 (SDAR's ``RLSDRayTrainer._get_rlsd_lambda``); 0 makes RLSD plain GRPO."""
+    if step >= warmdown:
+        return 0.0
+    return lam * (1.0 - step / warmdown)
+
+
+def rlsd_advantage(adv: Tensor, teacher_logp: Tensor, old_logp: Tensor, mask: Tensor, lam: float = 0.5,
+                   clip_eps: float = 0.2) -> Tensor:
+    """RLSD token advantage (SDAR's ``compute_rlsd_token_advantage``): each token's sequence advantage
+    ``A`` re-weighted by how much the skill-conditioned teacher prefers that token,
+
+    ``A_t = A * ((1 - lam) + lam * w_t)``, ``w_t = clip(exp(sign(A) * (teacher_logp - old_logp)),
+    1 - clip_eps, 1 + clip_eps)``,
+
+    so in a winning episode (A > 0) the tokens the teacher likes more than the student get more credit,
+    and in a losing one (A < 0) the tokens the teacher likes less get more blame; ``lam = 0`` is GRPO.
+    Both log-probs are under theta_old (constants). SDAR reads ``A`` at each sequence's first response
+    token (its advantage is constant over the sequence, as GRPO's is here); this takes each token's own
+    ``adv``, the same for a per-sequence advantage.
+
+    Args: ``adv`` ``[B, T]`` (already broadcast over response tokens), the rest ``[B, T]``;
+    ``mask`` = response mask x teacher signal mask: tokens outside it keep ``adv`` unchanged (a sample
+    without a skill). Returns ``[B, T]``, no gradient.
+    """
+    with torch.no_grad():
+        w = torch.clamp(torch.exp(torch.sign(adv) * (teacher_logp - old_logp)), 1.0 - clip_eps, 1.0 + clip_eps)
+        shaped = adv * ((1.0 - lam) + lam * w)
+        return torch.where(mask != 0, shaped, adv)

@@ -25,7 +25,7 @@ import os
 import types
 import typing
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, TypeVar, Union
 
@@ -306,6 +306,14 @@ def option_error(cls: type[EnvOptions], exc: ValidationError) -> SeedRLError:
 
 
 # -- the protocol ---------------------------------------------------------------------------------
+def sdar_keyword_types(text: str, task_keywords: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """SDAR's keyword route (``SkillProvider.get_privileged_info_from_prompt``): every task type, in the
+    mapping's order, with at least one of its keywords a substring of the lower-cased ``text`` (a type
+    with no keywords never matches)."""
+    low = text.lower()
+    return tuple(kind for kind, words in task_keywords.items() if words and any(w in low for w in words))
+
+
 class Env(ABC):
     """Base class of environments. Subclasses set ``name`` and implement the abstract methods."""
 
@@ -366,11 +374,22 @@ class Env(ABC):
         return task_id.split("-", 1)[0]
 
     @classmethod
-    def sdar_skill(cls, task_id: str, task_to_skill: Mapping[str, str]) -> str | None:
-        """The skill an SDAR skill folder's ``task_to_skill`` maps a task to (None: the general skills
-        alone): by default its :meth:`task_type`, looked up exactly. An env whose SDAR route differs
-        (ALFWorld: a key found in the game's path) overrides this."""
-        return task_to_skill.get(cls.task_type(task_id))
+    def skill_types(cls, task_id: str, task_text: str = "") -> tuple[str, ...]:
+        """The static (SDAR) skills of a task besides the general one, in order: the stems of their files
+        in the env's ``skills/`` folder (none: the general skill alone). By default its
+        :meth:`task_type`; an env whose SDAR route maps tasks to skill types another way (Search: by
+        data source and question; WebShop: by keywords of the instruction) overrides this.
+        ``task_text``: the episode's task description, for routes that read it."""
+        return (cls.task_type(task_id),)
+
+    @classmethod
+    def sdar_skills(cls, task_id: str, task_to_skill: Mapping[str, str], task_text: str = "",
+                    task_keywords: Mapping[str, Sequence[str]] | None = None) -> tuple[str, ...]:
+        """The skills an SDAR skill folder maps a task to (its ``skill_mapping.json``: ``task_to_skill``,
+        and ``task_keywords`` where it has them; none: the general skills alone): by default its
+        :meth:`skill_types`, each looked up exactly. An env whose SDAR route differs (ALFWorld: a key
+        found in the game's path; WebShop: the folder's keywords) overrides this."""
+        return tuple(task_to_skill[k] for k in cls.skill_types(task_id, task_text) if k in task_to_skill)
 
     # -- episode ------------------------------------------------------------------------------
     def parse_action(self, text: str) -> str | None:

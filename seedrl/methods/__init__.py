@@ -12,10 +12,13 @@ and the public SEED, SDAR and OPID code.
 | method        | skills                          | placement  | signal                               | paper              |
 |---------------|---------------------------------|------------|--------------------------------------|--------------------|
 | `grpo`        | none                            | -          | none                                 | GRPO (verl-agent)  |
+| `gigpo`       | none                            | -          | none; + step-group advantage         | GiGPO (verl-agent) |
 | `seed`        | hindsight, the policy's own     | after_task | OPD, gate sigmoid(5 (teacher-logp))  | SEED               |
 | `seed_nogate` | hindsight                       | after_task | OPD, uniform gate (beta 0)           | ablation of SEED   |
 | `sdar`        | static file per task type       | prefix     | OPD, gate sigmoid(5 (teacher-logp))  | SDAR               |
 | `grpo_opsd`   | static file per task type       | prefix     | OPD, uniform gate (beta 0)           | SDAR's GRPO+OPSD   |
+| `opsd`        | static file per task type       | prefix     | OPD gate beta 5, no PG term          | SDAR's OPSD        |
+| `rlsd`        | static file per task type       | prefix     | A (1-l + l clip(e^(sgn A (t-old))))  | SDAR's RLSD        |
 | `skill_sd`    | static file per task type       | prefix     | rho * k3 reverse KL (rho with grad)  | SDAR's Skill-SD    |
 | `opid`        | hindsight + critical-step skills | after_task | opid_coef (teacher - old) in the adv | OPID               |
 
@@ -26,7 +29,11 @@ the rollout prompt limit (``rollout.max_prompt_tokens``) so an overlong prompt l
 
 ``defaults`` are the method's own settings, applied to config fields the user did not set (an
 explicit value always wins): OPID normalises advantages by the mean only and labels trajectories with
-an external (API) analyzer that also names critical steps.
+an external (API) analyzer that also names critical steps; GiGPO adds the step-relative advantage
+of anchor-state groups (``algo.step_advantage_w`` 1; its mode is ``algo.adv_norm``); OPSD sets the policy-gradient weight
+``algo.pg_coef`` to 0 (SDAR's ``pg_loss_coef=0``: ``sdar`` without its GRPO term, the KL term kept).
+RLSD's token weights ``w = clip(exp(sign(A) (teacher - old)), 1 +- algo.rlsd_clip_eps)`` are mixed in
+with ``l = algo.rlsd_lambda``, decaying to 0 over ``algo.rlsd_warmdown`` iterations.
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ class MethodSpec:
     #: who writes the skill: nobody, a hindsight analyzer (``skills.analyzer``) or static files
     skills: Literal["none", "hindsight", "static"]
     #: what the teacher log-probs do: a key of ``seedrl.methods.signals.SIGNALS``
-    signal: Literal["none", "opd", "opid", "skill_sd"]
+    signal: Literal["none", "opd", "opid", "skill_sd", "rlsd"]
     #: the gate sharpness of the OPD signal: None = ``algo.opd_beta`` (SEED/SDAR: 5), 0 = uniform gate
     opd_beta: float | None = None
     #: where the skill goes: a key of ``seedrl.methods.teacher.PLACEMENTS``
@@ -56,6 +63,8 @@ class MethodSpec:
 
 METHODS: dict[str, MethodSpec] = {
     "grpo": MethodSpec("none", "none", summary="GRPO: episode-outcome advantages only"),
+    "gigpo": MethodSpec("none", "none", defaults={"algo.step_advantage_w": 1.0},
+                        summary="GiGPO: episode-group plus anchor-state step-group advantages (verl-agent)"),
     "seed": MethodSpec("hindsight", "opd", summary="SEED: gated OPD from the policy's own hindsight skills"),
     "seed_nogate": MethodSpec("hindsight", "opd", opd_beta=0.0,
                               summary="ablation: SEED with a uniform gate (beta 0), not a published baseline"),
@@ -63,6 +72,10 @@ METHODS: dict[str, MethodSpec] = {
                        summary="SDAR: gated OPD from static task-type skills, privileged prefix"),
     "grpo_opsd": MethodSpec("static", "opd", opd_beta=0.0, placement="prefix",
                             summary="SDAR's GRPO+OPSD baseline: static skills, privileged prefix, uniform gate"),
+    "opsd": MethodSpec("static", "opd", placement="prefix", defaults={"algo.pg_coef": 0.0},
+                       summary="SDAR's OPSD: the gated OPD term alone (no policy-gradient term), static skills"),
+    "rlsd": MethodSpec("static", "rlsd", placement="prefix",
+                       summary="SDAR's RLSD: GRPO advantages re-weighted per token by the static-skill teacher"),
     "skill_sd": MethodSpec("static", "skill_sd", placement="prefix",
                            summary="SDAR's Skill-SD: importance-weighted reverse KL to the static-skill teacher"),
     "opid": MethodSpec("hindsight", "opid",

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
-from seedrl.algos import opd_loss, opid_advantage, skill_sd_loss
+from seedrl.algos import opd_loss, opid_advantage, rlsd_advantage, rlsd_lambda, skill_sd_loss
 from seedrl.methods import MICRO_BATCH_MEAN, SIGNAL_TOKEN_MEAN
 
 
@@ -38,6 +38,14 @@ class Signal:
     name = "none"
     #: how the trainer averages this signal's loss term over a mini-batch (``seedrl.methods.OPD_AGGS``)
     agg = SIGNAL_TOKEN_MEAN
+
+    def begin_update(self, iteration: int) -> None:
+        """Called once before each update with the iterations done before it (a signal whose
+        strength follows a schedule, as RLSD's lambda, reads the step here)."""
+
+    def update_stats(self) -> dict[str, float]:
+        """This update's settings of the signal, logged as ``<signal>/<key>`` (e.g. RLSD's lambda)."""
+        return {}
 
     def advantage(self, adv: Tensor, teacher: Tensor, old: Tensor, tmask: Tensor) -> Tensor:
         return adv
@@ -73,6 +81,34 @@ class OPIDShift(Signal):
 
 
 @dataclass
+class RLSD(Signal):
+    """SDAR's RLSD: the sequence advantage re-weighted per token by the teacher's preference
+    (:func:`seedrl.algos.rlsd_advantage`), with lambda decaying from ``lam`` to 0 over ``warmdown``
+    iterations (:func:`seedrl.algos.rlsd_lambda`; verl counts steps from 1, so the update after
+    ``iteration`` iterations is step ``iteration + 1``)."""
+
+    lam: float
+    warmdown: int
+    clip_eps: float
+    #: the training step of the current update (verl's ``global_steps``), set by :meth:`begin_update`
+    step: int = 1
+    name = "rlsd"
+
+    def begin_update(self, iteration: int) -> None:
+        self.step = iteration + 1
+
+    @property
+    def current_lambda(self) -> float:
+        return rlsd_lambda(self.step, self.lam, self.warmdown)
+
+    def update_stats(self) -> dict[str, float]:
+        return {"lambda": self.current_lambda}
+
+    def advantage(self, adv, teacher, old, tmask):
+        return rlsd_advantage(adv, teacher, old, tmask, self.current_lambda, self.clip_eps)
+
+
+@dataclass
 class SkillSD(Signal):
     """SDAR's Skill-SD: ``coef * skill_sd_loss`` (importance-weighted reverse KL to the teacher)."""
 
@@ -91,6 +127,7 @@ SIGNALS = {
     "opd": lambda algo, beta: OPD(beta=beta, coef=algo.opd_coef, agg=algo.opd_agg),
     "opid": lambda algo, beta: OPIDShift(coef=algo.opid_coef),
     "skill_sd": lambda algo, beta: SkillSD(coef=algo.skill_sd_coef),
+    "rlsd": lambda algo, beta: RLSD(lam=algo.rlsd_lambda, warmdown=algo.rlsd_warmdown, clip_eps=algo.rlsd_clip_eps),
 }
 #: metric-name prefixes the signals log (``<signal>/<stat>``)
 SIGNAL_PREFIXES = tuple(f"{name}/" for name in SIGNALS if name != "none")

@@ -12,7 +12,15 @@ from typing import Any
 
 import torch
 
-from seedrl.algos import grpo_advantages, invalid_action_penalty, length_discount, scale_by_sign
+from seedrl.algos import (
+    anchor_state_groups,
+    grpo_advantages,
+    invalid_action_penalty,
+    length_discount,
+    scale_by_sign,
+    step_group_advantages,
+    step_returns,
+)
 from seedrl.config import TrainConfig
 from seedrl.methods.teacher import teacher_prompt_ids
 from seedrl.models.scoring import batched_logprobs
@@ -168,7 +176,27 @@ class Scorer:
         scores = invalid_action_penalty(
             torch.tensor([ep_reward[s.traj_id] for s in samples], dtype=torch.float64),
             torch.tensor([not penalized(s, rule) for s in samples]), a.invalid_penalty)
-        adv = grpo_advantages(scores, torch.tensor([s.group_id for s in samples]),
-                              torch.tensor([tindex[s.traj_id] for s in samples]), norm=a.adv_norm,
+        groups = torch.tensor([s.group_id for s in samples])
+        adv = grpo_advantages(scores, groups, torch.tensor([tindex[s.traj_id] for s in samples]), norm=a.adv_norm,
                               stats=a.adv_stats)
+        if a.step_advantage_w > 0 and samples:  # GiGPO's step-level credit over anchor-state groups
+            adv = adv + a.step_advantage_w * self.step_advantages(trajs, samples)
         return scale_by_sign(adv, a.pos_adv_coef, a.neg_adv_coef).float()
+
+    def step_advantages(self, trajs: list[Trajectory], samples: list[StepSample]) -> torch.Tensor:
+        """``[N]`` GiGPO's step-relative advantage of each step sample (verl-agent ``gigpo/core_gigpo.py``):
+        each trajectory's discounted step returns (``algo.step_gamma``, over all its steps), less the
+        invalid-action penalty at a penalised step, normalised within anchor-state groups (the samples
+        of one task group that acted on the same observation, ``algo.step_similarity``) as
+        ``algo.adv_norm`` says."""
+        a = self.cfg.algo
+        ret = {}
+        for t in trajs:
+            g = step_returns(torch.tensor([s.reward for s in t.steps], dtype=torch.float64), a.step_gamma)
+            ret.update({(t.traj_id, s.step): float(v) for s, v in zip(t.steps, g)})
+        rule = self.cfg.env.invalid_action
+        step_scores = invalid_action_penalty(torch.tensor([ret[(s.traj_id, s.step)] for s in samples], dtype=torch.float64),
+                                             torch.tensor([not penalized(s, rule) for s in samples]), a.invalid_penalty)
+        step_group = anchor_state_groups([s.group_id for s in samples], [s.observation for s in samples],
+                                         a.step_similarity)
+        return step_group_advantages(step_scores, step_group, a.adv_norm)

@@ -213,6 +213,7 @@ class Updater:
         across ranks (:meth:`minibatch_step`)."""
         o = self.cfg.optim
         self.iteration = iteration
+        self.method.signal.begin_update(iteration)
         self.model.train()
         layout = sample_layout(self.world, [len(s.response_ids) for s in batch.samples],
                                None if batch.signal is None else [bool(f > 0) for f in batch.signal.tolist()])
@@ -247,7 +248,9 @@ class Updater:
                     sums[k] = sums.get(k, 0.0) + v
                 steps += 1
         self.step_lr("iteration")  # verl: once per training step, after the update
-        return {k: v / max(1, steps) for k, v in sums.items()} | {"optim_steps": steps}
+        sig = self.method.signal
+        return ({k: v / max(1, steps) for k, v in sums.items()} | {"optim_steps": steps}
+                | {f"{sig.name}/{k}": v for k, v in sig.update_stats().items()})
 
     def step_lr(self, after: str) -> None:
         """The one place the learning-rate scheduler steps, ``after`` an ``"optimizer_step"`` or an
@@ -386,7 +389,7 @@ class Updater:
             a = sig.advantage(a, teacher, old, unit * has_skill)
         pg, st = ppo_clip_loss(logp, old, a, mask, clip_ratio=c.clip_ratio, clip_ratio_low=c.clip_ratio_low,
                                clip_ratio_high=c.clip_ratio_high, dual_clip_c=c.dual_clip_c, denom=denom)
-        loss = pg
+        loss = c.pg_coef * pg  # 0 under opsd: the distillation term alone (SDAR's pg_loss_coef)
         parts = {"loss/pg": pg.detach()}
         if ent is not None:
             e = token_mean(ent, mask, denom)

@@ -69,3 +69,33 @@ def test_a_new_method_is_a_pure_function_a_signal_and_one_table_entry(tmp_path, 
     tr.train()
     row = json.loads((tmp_path / "run" / "metrics.jsonl").read_text().splitlines()[0])
     assert row["loss/imitate"] > 0 and row["imitate/tokens"] > 0 and "loss/opd" not in row
+
+
+def test_opsd_is_sdar_without_the_policy_gradient_term_and_an_explicit_weight_wins():
+    """SDAR's examples/opsd_trainer: main_sdar (gate beta 5, coef 0.01, static skills, privileged
+    prefix) with ``actor.pg_loss_coef=0``."""
+    opsd, sdar = (load_config(TrainConfig, None, [f"algo.name={n}"]) for n in ("opsd", "sdar"))
+    assert opsd.algo.pg_coef == 0.0 and sdar.algo.pg_coef == 1.0
+    a, b = build_method(opsd), build_method(sdar)
+    assert a.spec.skills == b.spec.skills == "static" and a.spec.placement == b.spec.placement == "prefix"
+    assert a.signal == b.signal  # the same OPD term: beta 5, coef 0.01, SEED's micro-batch mean
+    assert load_config(TrainConfig, None, ["algo.name=opsd", "algo.pg_coef=0.5"]).algo.pg_coef == 0.5
+
+
+def test_rlsd_signal_reweights_the_advantage_with_the_lambda_of_its_step():
+    from seedrl.algos import rlsd_advantage
+
+    cfg = load_config(TrainConfig, None, ["algo.name=rlsd", "algo.rlsd_warmdown=10"])
+    m = build_method(cfg)
+    assert m.spec.skills == "static" and m.spec.placement == "prefix" and m.signal.name == "rlsd"
+    assert m.signal.loss(None, None, None, None) is None  # an advantage signal: no loss term
+    g = torch.Generator().manual_seed(0)
+    adv = torch.tensor([[1.0, 1.0, 1.0], [-1.0, -1.0, -1.0]])
+    old, teacher = -torch.rand(2, 3, generator=g), -torch.rand(2, 3, generator=g)
+    tmask = torch.ones(2, 3)
+    m.signal.begin_update(3)  # the 4th update: lambda 0.5 (1 - 4/10) = 0.3
+    assert m.signal.update_stats() == {"lambda": pytest.approx(0.3)}
+    torch.testing.assert_close(m.signal.advantage(adv, teacher, old, tmask),
+                               rlsd_advantage(adv, teacher, old, tmask, lam=0.3, clip_eps=0.2))
+    m.signal.begin_update(9)  # step 10: the warm-down is over, GRPO's advantage
+    torch.testing.assert_close(m.signal.advantage(adv, teacher, old, tmask), adv)

@@ -95,11 +95,13 @@ def test_seed_nogate_is_seed_with_a_uniform_gate(tmp_path):
 
 
 @pytest.mark.parametrize("name,signal,beta", [("grpo_opsd", "opd", 0.0), ("sdar", "opd", 5.0),
+                                              ("opsd", "opd", 5.0), ("rlsd", "rlsd", None),
                                               ("skill_sd", "skill_sd", None)])
 @pytest.mark.slow
 def test_sdar_family_teachers_read_the_static_skill_behind_the_privileged_prefix(tmp_path, tiny_tokenizer, name,
                                                                                   signal, beta):
-    """SDAR's repository: GRPO+OPSD = SDAR's loss with gate_beta 0, Skill-SD = its SDL loss; all three
+    """SDAR's repository: GRPO+OPSD = SDAR's loss with gate_beta 0, OPSD = SDAR's loss without the PG term,
+    RLSD = GRPO's advantage re-weighted by the teacher, Skill-SD = its SDL loss; all of them
     score the teacher on "[Privileged Skill Information]" + general and task-type skill files +
     the templated prompt, never on hindsight skills."""
     from seedrl.skills.injection import PRIVILEGED_HEADER
@@ -119,6 +121,8 @@ def test_sdar_family_teachers_read_the_static_skill_behind_the_privileged_prefix
     assert row["skills/signal_frac"] == 1.0
     if name == "grpo_opsd":
         assert row["opd/gate_mean"] == pytest.approx(0.5)
+    if name == "rlsd":  # the first update is verl's step 1: lambda 0.5 (1 - 1/100)
+        assert row["rlsd/lambda"] == pytest.approx(0.495) and "loss/rlsd" not in row
 
 
 @pytest.mark.slow

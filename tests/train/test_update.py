@@ -521,3 +521,78 @@ def test_the_mini_batch_draw_is_a_function_of_seed_and_iteration_pinned(tmp_path
     up.update(_synthetic(6), 5)
     perm = torch.randperm(6, generator=torch.Generator().manual_seed(2 * 1_000_003 + 5)).tolist()
     assert seen == [perm[:3], perm[3:]]
+
+
+def _distill_batch() -> UpdateBatch:
+    """Two samples with skills, a teacher that differs from the old policy, advantages of both signs."""
+    b = _synthetic(2, response_len=3)
+    b.adv = torch.tensor([1.5, -0.5])
+    b.teacher_logp = [torch.tensor([-1.0, -4.0, -2.5]), torch.tensor([-2.0, -3.5, -6.0])]
+    b.signal = torch.ones(2)
+    return b
+
+
+def _grads(up, batch: UpdateBatch) -> list[torch.Tensor]:
+    """The gradient of one micro-batch loss over both samples (no optimizer step)."""
+    up.model.zero_grad(set_to_none=True)
+    up._micro_batch_loss(batch, [0, 1], 6.0, [0.5, 0.5], 3.0, {}).backward()
+    return [p.grad.clone() for p in up.model.parameters() if p.grad is not None]
+
+
+def test_under_opsd_the_advantages_never_reach_the_gradient(tmp_path):
+    """SDAR's OPSD (``pg_loss_coef=0``): the update is the distillation term (with KL and entropy), so
+    flipping every advantage's sign leaves the gradient as it is, and it equals ``sdar``'s gradient at
+    zero advantages; under ``sdar`` the same flip changes it. Kills: the PG term left in under opsd
+    (``algo.pg_coef`` ignored), or the OPD term dropped with it."""
+    opsd, _ = _updater(tmp_path / "opsd", **{"algo.name": "opsd"})
+    sdar, _ = _updater(tmp_path / "sdar", **{"algo.name": "sdar"})
+    assert opsd.cfg.algo.pg_coef == 0 and sdar.cfg.algo.pg_coef == 1
+    sdar.model.load_state_dict(opsd.model.state_dict())
+    b = _distill_batch()
+    flipped = _distill_batch()
+    flipped.adv = -b.adv
+    zero = _distill_batch()
+    zero.adv = torch.zeros(2)
+    g_opsd = _grads(opsd, b)
+    assert any(g.abs().sum() > 0 for g in g_opsd)  # the OPD term (and KL) still moves the policy
+    for a, f, z in zip(g_opsd, _grads(opsd, flipped), _grads(sdar, zero)):
+        torch.testing.assert_close(a, f, rtol=0, atol=0)
+        torch.testing.assert_close(a, z, rtol=1e-6, atol=1e-9)
+    assert any(not torch.equal(a, f) for a, f in zip(_grads(sdar, b), _grads(sdar, flipped)))
+    acc: dict[str, float] = {}
+    opsd._micro_batch_loss(b, [0, 1], 6.0, [0.5, 0.5], 3.0, acc)
+    assert acc["loss/opd"] != 0 and "loss/pg" in acc  # the PG value is still logged, weighted 0
+
+
+def test_rlsd_hands_the_ppo_loss_the_teacher_weighted_advantage_of_its_step(tmp_path, monkeypatch):
+    """RLSD replaces the advantage the PPO clip loss sees by ``rlsd_advantage`` with the lambda of the
+    update's step (verl's steps count from 1: after 0 iterations, lambda = 0.5 (1 - 1/100)); from step
+    ``rlsd_warmdown`` on it is GRPO's. Kills: the signal's advantage not applied, the step not set by
+    the update (``begin_update`` not called), or counted from 0."""
+    from seedrl.algos import ppo_clip_loss, rlsd_advantage
+    from seedrl.train import update
+
+    seen = []
+
+    def recording(logp, old, adv, mask, **k):
+        seen.append((adv.detach().clone(), old.clone()))
+        return ppo_clip_loss(logp, old, adv, mask, **k)
+
+    monkeypatch.setattr(update, "ppo_clip_loss", recording)
+    up, _ = _updater(tmp_path, **{"algo.name": "rlsd", "optim.mini_batch_size": 2, "optim.dedupe": False})
+    stats = up.update(_distill_batch(), 0)
+    assert up.method.signal.step == 1 and stats["rlsd/lambda"] == pytest.approx(0.495)
+    (adv, old), = seen
+    b = _distill_batch()
+    teacher = torch.stack(b.teacher_logp)
+    base = b.adv[:, None].expand(2, 3)
+    # the mini-batch's order is a permutation: match rows by their old log-probs (all -3 here) and sign
+    order = [0, 1] if adv[0, 0] > 0 else [1, 0]
+    expected = rlsd_advantage(base[order], teacher[order], old, torch.ones(2, 3), lam=0.495, clip_eps=0.2)
+    torch.testing.assert_close(adv, expected)
+    assert not torch.allclose(adv, base[order])  # the teacher did re-weight the tokens
+    seen.clear()
+    stats = up.update(_distill_batch(), 99)  # step 100 = the warm-down's end: plain GRPO
+    assert stats["rlsd/lambda"] == 0.0
+    flat = seen[0][0]
+    assert torch.all(flat == flat[:, :1]) and sorted(flat[:, 0].tolist()) == [-0.5, 1.5]

@@ -50,7 +50,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -105,14 +105,15 @@ class _AlfWorldBase(Env):
     packages = ("alfworld", "textworld", "fast-downward-textworld")
 
     @classmethod
-    def sdar_skill(cls, task_id: str, task_to_skill: Mapping[str, str]) -> str | None:
+    def sdar_skills(cls, task_id: str, task_to_skill: Mapping[str, str], task_text: str = "",
+                    task_keywords: Mapping[str, Sequence[str]] | None = None) -> tuple[str, ...]:
         """SDAR's route for ALFWorld games: the task type looked up exactly, else the first
         ``task_to_skill`` key (in file order) found in the game's path or type
         (``pick_and_place_simple`` -> ``pick_and_place``); none: the general skills alone, as SDAR."""
         kind = cls.task_type(task_id)
         if kind in task_to_skill:
-            return task_to_skill[kind]
-        return next((v for k, v in task_to_skill.items() if k in kind or k in str(task_id)), None)
+            return (task_to_skill[kind],)
+        return tuple(next(((v,) for k, v in task_to_skill.items() if k in kind or k in str(task_id)), ()))
 
     def __init__(self) -> None:
         super().__init__()

@@ -29,7 +29,8 @@ the episode unanswered after that many actions.
   and ``data_source``. ``train`` = rows of ``data_path``; ``valid_seen`` / ``valid_unseen`` = rows of
   ``test_data_path`` whose ``data_source`` is / is not among ``seen_sources`` (default: the sources of
   ``data_path``, else Search-R1's ``nq``, ``hotpotqa``). Task ids ``{source}-tr{row}`` /
-  ``{source}-te{row}``; the task type is the source. These need a retriever: ``retriever_url`` (the
+  ``{source}-te{row}``; the task type is the source, the static skill SDAR's question type of the
+  source and question (:func:`sdar_question_type`). These need a retriever: ``retriever_url`` (the
   Search-R1 retrieval server, e.g. over wiki-18) or ``corpus_path`` (a Search-R1 JSONL corpus for
   in-process BM25). There is no gold evidence, so the expert searches the question, then answers
   the first gold answer (a format demonstration, not evidence-grounded).
@@ -92,6 +93,37 @@ _DATA_TASK_RE = re.compile(r"^([a-z0-9_]+)-(tr|te)(\d{6})$")
 
 
 # -- answers ------------------------------------------------------------------------------------
+#: the start of a Search task's description (``task_description``); the question follows it
+TASK_PREFIX = "answer this question: "
+
+#: SDAR's question type of a Search-R1 data source, decided before the question is read
+#: (``SkillProvider.get_privileged_info_from_data_source``, ZJU-REAL/SDAR ``verl/trainer/ppo/rlsd_utils.py``);
+#: the values are the skills of SDAR's ``skills/search/skill_mapping.json`` and the files of ``skills/`` here
+SDAR_SOURCE_TYPES = {"popqa": "entity_attribute_lookup", "nq": "direct_retrieval", "triviaqa": "direct_retrieval",
+                     "hotpotqa": "multi_hop_reasoning"}
+#: the sources SDAR calls multi-hop when the question is not a comparison
+SDAR_MULTI_HOP_SOURCES = ("2wikimultihopqa", "musique", "bamboogle")
+
+
+def sdar_question_type(source: str, question: str) -> str | None:
+    """SDAR's skill type of a Search-R1 question (None: the general skill alone): ``popqa`` ->
+    ``entity_attribute_lookup``; ``nq``, ``triviaqa`` -> ``direct_retrieval``; ``hotpotqa`` ->
+    ``multi_hop_reasoning``; any other source: ``compare`` when the lower-cased question contains
+    "which" and "or" but not "for" (substrings, as SDAR tests them: "author" has an "or", "formed" a
+    "for"), else ``multi_hop_reasoning`` for ``2wikimultihopqa``, ``musique``, ``bamboogle``, else None.
+    SDAR tests the whole decoded step prompt, whose verl-agent template always holds "for"
+    ("information", "For example"), so there the compare branch never fires; here it reads the question
+    (``docs/deviations.md``)."""
+    if source in SDAR_SOURCE_TYPES:
+        return SDAR_SOURCE_TYPES[source]
+    q = question.lower()
+    if "which" in q and "or" in q and "for" not in q:
+        return "compare"
+    if source in SDAR_MULTI_HOP_SOURCES:
+        return "multi_hop_reasoning"
+    return None
+
+
 def normalize_answer(s: str) -> str:
     """Search-R1 / SQuAD normalisation: lowercase, drop punctuation and articles, collapse spaces."""
     s = str(s).lower()
@@ -439,6 +471,22 @@ class SearchEnv(Env):
         return _take(_dataset_ids(records, "te"), size, f"{split} of {cfg.test_data_path} (seen sources: "
                      f"{', '.join(sorted(seen))})")
 
+    @classmethod
+    def skill_types(cls, task_id: str, task_text: str = "") -> tuple[str, ...]:
+        """A generated-world task's hop type (``hop1``..``hop3``, this env's own skills); a dataset
+        task's SDAR question type (:func:`sdar_question_type`) of its data source and question (read
+        from ``task_text``, the task description ``answer this question: <question>``), none for a
+        source SDAR does not route."""
+        kind = cls.task_type(task_id)
+        try:
+            parse_task_id(task_id)
+            return (kind,)
+        except SeedRLError:
+            pass
+        question = task_text[len(TASK_PREFIX):] if task_text.startswith(TASK_PREFIX) else task_text
+        routed = sdar_question_type(kind, question)
+        return () if routed is None else (routed,)
+
     @staticmethod
     def _seen_sources(cfg: SearchConfig) -> tuple[str, ...]:
         if cfg.seen_sources is not None:
@@ -486,7 +534,7 @@ class SearchEnv(Env):
             self._question = q
             question, golds = q.text, (q.answer,)
         self._reset_state(question, golds)
-        self.task_description = f"answer this question: {question}"
+        self.task_description = TASK_PREFIX + question
         self._obs = f"Question: {question}"
         return self._obs
 

@@ -63,6 +63,7 @@ import json
 import os
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any, ClassVar
@@ -70,7 +71,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 from pydantic import Field, model_validator
 
-from seedrl.envs.base import WIN_REWARD, Env, EnvOptions, Float, Str
+from seedrl.envs.base import WIN_REWARD, Env, EnvOptions, Float, Str, sdar_keyword_types
 from seedrl.envs.webshop.state import WebShopPrivilegedState
 from seedrl.errors import SeedRLError, unknown_name
 
@@ -89,6 +90,18 @@ SESSION_PREFIX = "seedrl_fixed_"
 INVALID_ACTION_OBS = "That is not a valid action here; the page did not change."
 GAME_OVER_OBS = "The episode is over."
 REWARD_MODES = ("won", "score")
+
+#: SDAR's WebShop product categories and their keywords, in its order (``task_keywords`` of ZJU-REAL/SDAR's
+#: ``skills/webshop/skill_mapping.json``; its ``other`` category has none, so it is never chosen): the
+#: static skills of a goal are every category with a keyword in the instruction (:meth:`WebShopEnv.skill_types`)
+SDAR_CATEGORY_KEYWORDS: dict[str, tuple[str, ...]] = {
+    "apparel": ("shirt", "dress", "pants", "jacket", "sweater", "blouse", "skirt", "coat", "jeans", "shorts"),
+    "footwear": ("shoe", "boot", "sneaker", "sandal", "slipper", "loafer", "heel"),
+    "home_decor": ("pillow", "rug", "curtain", "lamp", "vase", "frame", "candle", "decor"),
+    "electronics": ("phone", "charger", "cable", "speaker", "headphone", "battery", "adapter", "usb"),
+    "accessories": ("bag", "wallet", "belt", "watch", "sunglasses", "hat", "scarf", "glove"),
+    "beauty_health": ("shampoo", "cream", "lotion", "makeup", "brush", "serum", "moisturizer", "soap"),
+}
 
 _TASK_RE = re.compile(r"^goal-(\d+)$")
 _ACTION_RE = re.compile(r"^\s*(search|click)\s*\[(.*)\]\s*$", re.IGNORECASE | re.DOTALL)
@@ -387,6 +400,21 @@ class WebShopEnv(Env):
     version = "1"
     splits = {"train": 512, "valid_seen": 200, "valid_unseen": 500}
     options_model = WebShopOptions
+
+    @classmethod
+    def skill_types(cls, task_id: str, task_text: str = "") -> tuple[str, ...]:
+        """SDAR's keyword route (:func:`seedrl.envs.base.sdar_keyword_types`) over the goal's instruction
+        (``task_text``): every category of :data:`SDAR_CATEGORY_KEYWORDS` with a keyword in it, as
+        substrings ("hat" in "that" too, as SDAR matches), so a goal may get several category skills."""
+        return sdar_keyword_types(task_text, SDAR_CATEGORY_KEYWORDS)
+
+    @classmethod
+    def sdar_skills(cls, task_id: str, task_to_skill: Mapping[str, str], task_text: str = "",
+                    task_keywords: Mapping[str, Sequence[str]] | None = None) -> tuple[str, ...]:
+        """SDAR's folder: its own ``task_keywords`` (else :data:`SDAR_CATEGORY_KEYWORDS`) over the
+        instruction, each matched category through its ``task_to_skill``."""
+        kinds = sdar_keyword_types(task_text, task_keywords or SDAR_CATEGORY_KEYWORDS)
+        return tuple(task_to_skill[k] for k in kinds if k in task_to_skill)
 
     def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()

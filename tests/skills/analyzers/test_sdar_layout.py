@@ -74,7 +74,7 @@ def test_a_static_skill_run_records_its_skill_source(tmp_path):
 
 def test_sdars_path_rule_is_alfworlds_and_other_envs_look_their_task_type_up_exactly(tmp_path):
     """SDAR finds an ALFWorld game's skill as the first task_to_skill key in the game's path; that rule
-    lives with ALFWorld (``Env.sdar_skill``), not in the generic static analyzer. Seen red with the
+    lives with ALFWorld (``Env.sdar_skills``), not in the generic static analyzer. Seen red with the
     substring fallback back in the analyzer (a textworld task id holding a key got its skill)."""
     d = sdar_folder(tmp_path)
     # a textworld task type that merely contains the key "pick_and_place": no substring route there
