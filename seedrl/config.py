@@ -290,6 +290,11 @@ class OptimConfig(_Strict):
     #: micro_batch_size accumulate into it, so neither needs to divide the other
     mini_batch_size: PosInt | None = 64
     micro_batch_size: PosInt = 8
+    #: draw each epoch's mini-batches by a seeded permutation of the batch's step samples (a function of
+    #: ``seed`` and the iteration). False: contiguous blocks of ``mini_batch_size`` samples in the batch's
+    #: order (trajectory after trajectory, a group's trajectories together), as SEED's and verl-agent's
+    #: actor (``actor.shuffle: False``; ``update_policy`` splits the batch in order)
+    shuffle: bool = True
     #: linear learning-rate warm-up over this many optimizer steps (the scheduler steps once per
     #: optimizer step); 0 = none
     warmup_steps: NonNegInt = 0

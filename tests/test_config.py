@@ -243,3 +243,27 @@ def test_gigpo_presets_follow_the_launchers_and_differ_from_their_grpo_preset_in
             for k in ("name", "step_advantage_w", "opd_coef", "opd_beta"):
                 c["algo"].pop(k)
         assert a == b, name
+
+
+#: the presets whose header says they follow SEED's launchers (examples/seed_trainer/_common/*.sh) or the
+#: GiGPO launchers of SEED's examples/gigpo_trainer/, which run the same verl actor
+_SEED_LAUNCHER_PRESETS = ["alfworld_seed.yaml", "alfworld_seed_nosft.yaml", "webshop_seed.yaml", "search_qwen_seed.yaml",
+                          "alfworld_gigpo.yaml", "webshop_gigpo.yaml"]
+
+
+@pytest.mark.parametrize("name", _SEED_LAUNCHER_PRESETS)
+def test_presets_after_seeds_launchers_take_mini_batches_in_sample_order(name):
+    """Issue 43, item 5: SEED's actor does not shuffle (``actor.shuffle: False`` in its ppo_trainer.yaml,
+    which no launcher overrides; ``update_policy`` cuts the batch with ``batch.split``), so these presets
+    (and, by the twin rule, their GRPO twins) set ``optim.shuffle: false``."""
+    assert load_config(TrainConfig, _CONFIGS / name).optim.shuffle is False
+
+
+def test_alfworld_presets_use_seeds_micro_batch_of_32():
+    """SEED's ALFWorld launchers (_common/alfworld.sh, gigpo_trainer/run_alfworld.sh): ppo_mini_batch_size
+    256 over 8 GPUs (32 rows each) and ppo_micro_batch_size_per_gpu 32, so the OPD term under
+    ``micro_batch_mean`` is a mean over 8 micro-batches of 32 step samples, not 32 of 8."""
+    for name in ("alfworld_seed.yaml", "alfworld_seed_nosft.yaml", "alfworld_grpo.yaml", "alfworld_grpo_nosft.yaml",
+                 "alfworld_gigpo.yaml"):
+        o = load_config(TrainConfig, _CONFIGS / name).optim
+        assert (o.mini_batch_size, o.micro_batch_size) == (256, 32), name

@@ -1,4 +1,5 @@
-"""The update of one iteration: PPO epochs over shuffled mini-batches of the batch's step samples.
+"""The update of one iteration: PPO epochs over mini-batches of the batch's step samples (shuffled, or
+in order under ``optim.shuffle: false``).
 
 :class:`Updater` holds what the update reads and moves (the policy, the optimizer and its learning-rate
 scheduler, the replayed demonstrations, the method's signal) and runs it: mini-batches drawn from the
@@ -196,7 +197,8 @@ class Updater:
         self.iteration = 0
 
     def update(self, batch: UpdateBatch, iteration: int) -> dict[str, float]:
-        """PPO epochs over shuffled mini-batches; micro-batches accumulate gradients. ``iteration``: the
+        """PPO epochs over mini-batches (a seeded shuffle, or contiguous blocks in the batch's order under
+        ``optim.shuffle: false``); micro-batches accumulate gradients. ``iteration``: the
         iterations done before this one.
 
         Every micro-batch loss is divided by the response-token count of its whole mini-batch, so
@@ -224,7 +226,7 @@ class Updater:
         sums: dict[str, float] = {}
         steps = 0
         for _epoch in range(o.ppo_epochs):
-            perm = torch.randperm(n, generator=g).tolist()
+            perm = torch.randperm(n, generator=g).tolist() if o.shuffle else list(range(n))
             split = (split_by_key(perm, batch.keys, mb) if o.split_distinct and batch.keys is not None
                      else [perm[start:start + mb] for start in range(0, n, mb)])
             for idx in split:

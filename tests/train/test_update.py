@@ -523,6 +523,27 @@ def test_the_mini_batch_draw_is_a_function_of_seed_and_iteration_pinned(tmp_path
     assert seen == [perm[:3], perm[3:]]
 
 
+def test_without_shuffle_the_mini_batches_are_contiguous_blocks_in_sample_order_every_epoch(tmp_path, monkeypatch):
+    """``optim.shuffle: false`` is SEED's actor (``actor.shuffle: False``; ``update_policy`` cuts the batch
+    with ``batch.split(ppo_mini_batch_size)``): consecutive blocks of the batch's samples, the last one
+    short, the same blocks in every epoch. Kills: the seeded permutation drawn regardless of the option."""
+    from seedrl.train.update import Updater
+
+    up, _ = _updater(tmp_path, seed=2, **{"optim.mini_batch_size": 3, "optim.shuffle": False, "optim.ppo_epochs": 2})
+    seen = []
+    monkeypatch.setattr(Updater, "minibatch_step", lambda self, batch, idx, denom, **k: seen.append(idx) or {})
+    up.update(_synthetic(7), 5)
+    assert seen == [[0, 1, 2], [3, 4, 5], [6]] * 2
+
+
+def test_shuffle_is_on_by_default_so_saved_runs_keep_their_draw(tmp_path):
+    """A run saved before ``optim.shuffle`` existed has no such key: it must load with the seeded draw it
+    trained with. Kills: the default flipped to SEED's order."""
+    from seedrl.config import OptimConfig
+
+    assert OptimConfig().shuffle is True
+
+
 def _distill_batch() -> UpdateBatch:
     """Two samples with skills, a teacher that differs from the old policy, advantages of both signs."""
     b = _synthetic(2, response_len=3)
