@@ -622,7 +622,7 @@ def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: l
 CONFIG_VERSION_KEY = "config_version"
 #: the version :func:`save_config` writes into a run's ``config.yaml``. Bump it (and add the old
 #: version's defaults to :func:`_legacy_defaults`) when a default changes what a run computes.
-RUN_CONFIG_VERSION = 1
+RUN_CONFIG_VERSION = 2
 #: the version of a ``config.yaml`` without ``config_version``: saved before versions were written
 LEGACY_CONFIG_VERSION = 0
 
@@ -635,7 +635,11 @@ def _legacy_defaults(data: dict[str, Any], version: int) -> None:
     ``skills.analysis_prompt`` used the legacy analyzer prompt (and its env the defaults of that era,
     ``Env.legacy_kwargs``, e.g. this project's step prompt on real ALFWorld); a method with an OPD
     term without ``algo.opd_agg`` averaged that term over the signal tokens (``signal_token_mean``;
-    other methods have no OPD term: the default stays). Version 1 saves every key; nothing to add."""
+    other methods have no OPD term: the default stays). Version 1 saves every key, but not an env's
+    kwargs it left at their defaults: an env whose default changed with version 2 (Search's and WebShop's
+    step prompt in verl-agent's structure) gets, for a run saved below it, the kwargs of its time
+    (``Env.kwargs_before``)."""
+    _env_kwargs_before(data, version)
     if version != LEGACY_CONFIG_VERSION:
         return
     skills = data.get("skills")
@@ -656,6 +660,26 @@ def _legacy_defaults(data: dict[str, Any], version: int) -> None:
         spec = METHODS.get(algo.get("name", "grpo"))
         if spec is not None and spec.signal == "opd":
             algo["opd_agg"] = SIGNAL_TOKEN_MEAN
+
+
+def _env_kwargs_before(data: dict[str, Any], version: int) -> None:
+    """The saved env's kwargs of a run saved under ``version``: every ``Env.kwargs_before`` entry of a
+    later version, under the kwargs the run set itself."""
+    env = data.get("env")
+    if not isinstance(env, dict) or version >= RUN_CONFIG_VERSION:
+        return
+    from seedrl.envs.registry import env_class
+
+    try:
+        before = env_class(env.get("name", DEFAULT_ENV)).kwargs_before
+    except SeedRLError:  # an unknown env: validation names it below
+        return
+    old: dict[str, Any] = {}
+    for since in sorted(before):
+        if version < since:
+            old = {**before[since], **old}  # the earliest change's value is the one the run had
+    if old:
+        env["kwargs"] = {**old, **(env.get("kwargs") or {})}
 
 
 def load_run_config(path: str | Path) -> TrainConfig:

@@ -267,3 +267,21 @@ def test_alfworld_presets_use_seeds_micro_batch_of_32():
                  "alfworld_gigpo.yaml"):
         o = load_config(TrainConfig, _CONFIGS / name).optim
         assert (o.mini_batch_size, o.micro_batch_size) == (256, 32), name
+
+
+def test_search_and_webshop_presets_take_verl_agents_step_prompt_and_the_tiny_search_ones_keep_theirs():
+    """Issue 43, item 3: the presets after SEED's launchers play verl-agent's Search / WebShop step prompt
+    (the envs' default); the tiny CPU Search presets keep this project's layout, which their warm-start
+    and Stage-1 models learnt."""
+    from seedrl.envs.registry import env_class
+
+    def layout(name, cls=TrainConfig):
+        e = load_config(cls, _CONFIGS / name).env
+        return env_class(e.name).parse_options(e.kwargs).prompt_style
+
+    for name in ("search_qwen_seed.yaml", "search_qwen_grpo.yaml", "webshop_seed.yaml", "webshop_grpo.yaml",
+                 "webshop_gigpo.yaml"):
+        assert layout(name) == "verl_agent", name
+    for name in ("search_seed.yaml", "search_grpo.yaml"):
+        assert layout(name) == "seedrl", name
+    assert layout("search_sft.yaml", SFTConfig) == "seedrl"

@@ -327,15 +327,21 @@ class Env(ABC):
     splits: dict[str, int] = {}
     #: the closing instruction of every step prompt; ``None`` = the ``<think>``/``<action>`` one of
     #: ``seedrl.agent.prompts``. An env with another action syntax (search: ``<search>``/``<answer>``)
-    #: sets its own, which must start with ``TURN_LINE`` (skills are placed relative to it), and
-    #: overrides :meth:`parse_action` to match.
+    #: sets its own, which must start with ``TURN_PREFIX`` ("Now it's your turn to"; step skills are placed
+    #: before it), and overrides :meth:`parse_action` to match; an env may set it per instance (its layout's
+    #: own closing sentence).
     instruction: str | None = None
-    #: the step-prompt layout (``seedrl.agent.prompts.PROMPT_STYLES``): ``seedrl`` (this project's) or
-    #: ``verl_agent`` (verl-agent's ALFWorld template structure; the ``alfworld`` env's default)
+    #: the step-prompt layout (``seedrl.agent.prompts.PROMPT_STYLES``): ``seedrl`` (this project's) or one
+    #: of verl-agent's template structures (``verl_agent``: ALFWorld's, the ``alfworld`` env's default;
+    #: ``verl_agent_search``, ``verl_agent_webshop``)
     prompt_style: str = "seedrl"
     #: env kwargs a run saved before ``skills.analysis_prompt`` existed used implicitly, where a default
     #: changed since (``seedrl.config.load_run_config`` restores them, so a resume never switches silently)
     legacy_kwargs: ClassVar[dict[str, Any]] = {}
+    #: env kwargs a run saved under a ``config_version`` below the key used implicitly, where a default
+    #: changed with that version (``seedrl.config.load_run_config`` restores them), e.g.
+    #: ``{2: {"prompt_style": "seedrl"}}``: runs saved before version 2 played this project's layout
+    kwargs_before: ClassVar[dict[int, dict[str, Any]]] = {}
     #: the typed options (env kwargs) of the env; ``None`` (toy envs): the raw kwargs identify the tasks
     options_model: ClassVar[type[EnvOptions] | None] = None
     #: the third-party packages the env runs on (``seedrl env`` reports their versions)

@@ -8,9 +8,11 @@ SEED/OPID (``seed/prompting.py``, ``build_augmented_observation_text``): a block
 
 goes into the step's user text (before the chat template is applied):
 
-1. right after the first line that starts with ``TASK_PREFIX`` ("Your task is to: ");
-2. else right before the first line that starts with ``TURN_LINE`` ("Now it's your turn to take an
-   action.");
+1. right after the first line that starts with ``TASK_PREFIX`` ("Your task is to: "), else after the
+   first that starts with ``QUESTION_PREFIX`` ("Your question: ", the Search layout's task line; SEED
+   tries its task-line patterns in this order too);
+2. else right before the first line that starts with ``TURN_PREFIX`` ("Now it's your turn to", SEED's
+   anchor: every closing instruction starts with it);
 3. else appended at the end.
 
 At the insertion point the text before is right-stripped and the text after left-stripped, and the
@@ -23,7 +25,7 @@ The two other placements of the official code (seed_algorithm.md §1.3):
 
 - **step-level skill** (OPID's critical steps): a ``**Critical-Step Skill**`` block ("Use this
   current-step skill for this decision only:" + ``[skill]``), inserted the same way right before the
-  ``TURN_LINE`` line, i.e. after the current observation (else appended at the end);
+  ``TURN_PREFIX`` line, i.e. after the current observation (else appended at the end);
 - **privileged prefix** (SDAR): ``"[Privileged Skill Information]\n{skill}\n\n"`` prepended to the
   *already-templated* prompt text, before the chat template's own first token (see
   :func:`prefix_skill`); it is not inside any message.
@@ -33,7 +35,7 @@ from __future__ import annotations
 
 import re
 
-from seedrl.agent.prompts import TASK_PREFIX, TURN_LINE
+from seedrl.agent.prompts import QUESTION_PREFIX, TASK_PREFIX, TURN_PREFIX
 
 SKILL_HEADER = "**Episode-Level Skill**"
 SKILL_INTRO = "Refer to this episode-level skill when deciding what action to take in the current episode:"
@@ -41,8 +43,9 @@ STEP_SKILL_HEADER = "**Critical-Step Skill**"
 STEP_SKILL_INTRO = "Use this current-step skill for this decision only:"
 PRIVILEGED_HEADER = "[Privileged Skill Information]"
 
-_TASK_LINE = re.compile(r"^" + re.escape(TASK_PREFIX), re.MULTILINE)
-_TURN_LINE = re.compile(r"^" + re.escape(TURN_LINE), re.MULTILINE)
+#: the task lines an episode skill follows, in the order they are tried
+_TASK_LINES = tuple(re.compile(r"^" + re.escape(p), re.MULTILINE) for p in (TASK_PREFIX, QUESTION_PREFIX))
+_TURN_LINE = re.compile(r"^" + re.escape(TURN_PREFIX), re.MULTILINE)
 
 
 def _clean(skill: str) -> str:
@@ -83,16 +86,17 @@ def inject_skill(user_text: str, skill: str) -> str:
     block = skill_block(skill)
     if has_skill(user_text):
         raise ValueError("the text already carries a skill block")
-    m = _TASK_LINE.search(user_text)
-    if m is not None:
-        eol = user_text.find("\n", m.start())
-        eol = len(user_text) if eol == -1 else eol
-        return _join(user_text[:eol], block, user_text[eol:])
+    for task_line in _TASK_LINES:
+        m = task_line.search(user_text)
+        if m is not None:
+            eol = user_text.find("\n", m.start())
+            eol = len(user_text) if eol == -1 else eol
+            return _join(user_text[:eol], block, user_text[eol:])
     return _before_turn_line(user_text, block)
 
 
 def _before_turn_line(user_text: str, block: str) -> str:
-    """``block`` right before the ``TURN_LINE`` line, else appended at the end."""
+    """``block`` right before the ``TURN_PREFIX`` line, else appended at the end."""
     m = _TURN_LINE.search(user_text)
     if m is not None:
         return _join(user_text[:m.start()], block, user_text[m.start():])
@@ -100,7 +104,7 @@ def _before_turn_line(user_text: str, block: str) -> str:
 
 
 def inject_step_skill(user_text: str, skill: str) -> str:
-    """``user_text`` with the critical-step block inserted right before the ``TURN_LINE`` line, or
+    """``user_text`` with the critical-step block inserted right before the ``TURN_PREFIX`` line, or
     appended at the end when there is none.
 
     Raises ValueError for an empty skill or a text that already carries a skill."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from seedrl.config import TrainConfig, load_config, load_run_config, save_config
+from seedrl.config import RUN_CONFIG_VERSION, TrainConfig, load_config, load_run_config, save_config
 from seedrl.train.resume import unsafe_in_this_run
 from seedrl.train.trainer import Trainer
 from seedrl.train.update import UpdateBatch, sample_keys, training_samples
@@ -33,9 +33,9 @@ def test_seed_presets_average_opd_as_seeds_code_and_old_runs_keep_theirs(tmp_pat
         path = tmp_path / f"{name}.yaml"
         save_config(cfg, path)
         text = path.read_text()
-        assert "opd_agg: micro_batch_mean\n" in text and text.startswith("config_version: 1\n")
+        assert "opd_agg: micro_batch_mean\n" in text and text.startswith(f"config_version: {RUN_CONFIG_VERSION}\n")
         # saved before config_version and algo.opd_agg were written
-        path.write_text(text.replace("  opd_agg: micro_batch_mean\n", "").replace("config_version: 1\n", ""))
+        path.write_text(text.replace("  opd_agg: micro_batch_mean\n", "").replace(f"config_version: {RUN_CONFIG_VERSION}\n", ""))
         assert load_run_config(path).algo.opd_agg == expect, name
         save_config(tiny_cfg(tmp_path / name, **{"algo.name": name, "algo.opd_agg": "signal_token_mean"}), path)
         assert load_run_config(path).algo.opd_agg == "signal_token_mean"  # explicit: kept

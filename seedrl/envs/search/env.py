@@ -52,7 +52,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -81,6 +81,18 @@ INSTRUCTION = (
     "(2) If you have enough knowledge to answer the question confidently, provide your final answer within "
     "<answer> </answer> tags, without detailed illustrations. For example, <answer>Beijing</answer>."
 )
+#: the closing instruction of the ``verl_agent`` layout (verl-agent's SEARCH_TEMPLATE)
+VERL_AGENT_INSTRUCTION = (
+    "Now it's your turn to respond for the current step.\n"
+    "You should first conduct reasoning process. This process MUST be enclosed within <think> </think> tags.\n"
+    "After completing your reasoning, choose only one of the following actions (do not perform both):\n"
+    "(1) If you find you lack some knowledge, you can call a search engine to get more external information "
+    "using format: <search> your query </search>.\n"
+    "(2) If you have enough knowledge to answer the question confidently, provide your final answer within "
+    "<answer> </answer> tags, without detailed illustrations. For example, <answer>Beijing</answer>."
+)
+#: the env option ``prompt_style`` -> the step-prompt layout (``seedrl.agent.prompts.PROMPT_STYLES``)
+LAYOUTS = {"verl_agent": "verl_agent_search", "seedrl": "seedrl"}
 INVALID_TEXT = ("My previous action is invalid. If I want to search, I should put the query between <search> and "
                 "</search>. If I want to give the final answer, I should put the answer between <answer> and "
                 "</answer>. Let me try again.")
@@ -315,7 +327,10 @@ class SearchConfig(EnvOptions):
     panel hash by their content (:func:`file_fingerprint`), not their path."""
 
     env_name: ClassVar[str] = "search"
-    local: ClassVar[frozenset[str]] = frozenset({"retriever_url", "retriever_timeout", "retriever_retries"})
+    #: the retriever's address, timeout and retries, and the step prompt's layout, never change which tasks a
+    #: panel holds: not part of the panel hash
+    local: ClassVar[frozenset[str]] = frozenset({"retriever_url", "retriever_timeout", "retriever_retries",
+                                                 "prompt_style"})
 
     #: generated world (ignored with data_path / test_data_path)
     world_seed: Int = Field(0, ge=0, description="an integer >= 0")
@@ -334,6 +349,11 @@ class SearchConfig(EnvOptions):
     data_path: PathStr | None = Field(None, description="a Search-R1 train file (JSONL, JSON or parquet)")
     test_data_path: PathStr | None = Field(None, description="a Search-R1 test file (JSONL, JSON or parquet)")
     seen_sources: StrList | None = Field(None, description="a list of data source names")
+    #: the step prompt: verl-agent's SEARCH_TEMPLATE structure (the question, the history as "Step k:<action>
+    #: <observation>") or this project's layout (the tiny presets' models learnt it)
+    prompt_style: Literal["verl_agent", "seedrl"] = Field(
+        "verl_agent", description="verl_agent (verl-agent's Search step-prompt structure, the default) or seedrl "
+                                  "(this project's layout)")
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> SearchConfig:
@@ -437,6 +457,8 @@ class SearchEnv(Env):
     splits = {"train": 256, "valid_seen": 64, "valid_unseen": 64}
     instruction = INSTRUCTION
     options_model = SearchConfig
+    #: runs saved before verl-agent's layout became the default (config_version < 2) played this project's
+    kwargs_before: ClassVar[dict[int, dict[str, Any]]] = {2: {"prompt_style": "seedrl"}}
 
     @classmethod
     def parse_options(cls, env_kwargs: Mapping[str, Any]) -> SearchConfig:
@@ -447,6 +469,9 @@ class SearchEnv(Env):
     def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()
         self.config = SearchConfig.from_kwargs(env_kwargs)
+        self.prompt_style = LAYOUTS[self.config.prompt_style]
+        if self.config.prompt_style == "verl_agent":
+            self.instruction = VERL_AGENT_INSTRUCTION
         self._retriever: Retriever | None = None
         self._question: Question | None = None
         self._record: QARecord | None = None
@@ -534,7 +559,9 @@ class SearchEnv(Env):
             self._question = q
             question, golds = q.text, (q.answer,)
         self._reset_state(question, golds)
-        self.task_description = TASK_PREFIX + question
+        # verl-agent's task is the question itself ("Your question: ..."); this project's layout says
+        # "Your task is to: answer this question: ..."
+        self.task_description = question if self.config.prompt_style == "verl_agent" else TASK_PREFIX + question
         self._obs = f"Question: {question}"
         return self._obs
 

@@ -66,7 +66,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 from urllib.parse import unquote, urljoin, urlsplit
 
 from pydantic import Field, model_validator
@@ -90,6 +90,16 @@ SESSION_PREFIX = "seedrl_fixed_"
 INVALID_ACTION_OBS = "That is not a valid action here; the page did not change."
 GAME_OVER_OBS = "The episode is over."
 REWARD_MODES = ("won", "score")
+#: the closing instruction of the ``verl_agent`` layout (verl-agent's WEBSHOP_TEMPLATE)
+VERL_AGENT_INSTRUCTION = (
+    "Now it's your turn to take one action for the current step.\n"
+    "You should first reason step-by-step about the current situation, then think carefully which admissible "
+    "action best advances the shopping goal. This reasoning process MUST be enclosed within <think> </think> tags.\n"
+    "Once you've finished your reasoning, you should choose an admissible action for current step and present it "
+    "within <action> </action> tags."
+)
+#: the env option ``prompt_style`` -> the step-prompt layout (``seedrl.agent.prompts.PROMPT_STYLES``)
+LAYOUTS = {"verl_agent": "verl_agent_webshop", "seedrl": "seedrl"}
 
 #: SDAR's WebShop product categories and their keywords, in its order (``task_keywords`` of ZJU-REAL/SDAR's
 #: ``skills/webshop/skill_mapping.json``; its ``other`` category has none, so it is never chosen): the
@@ -378,12 +388,16 @@ class WebShopOptions(EnvOptions):
     """Env options of ``webshop``; the server and its timeout are machine-local."""
 
     env_name: ClassVar[str] = "webshop"
-    local: ClassVar[frozenset[str]] = frozenset({"server_url", "timeout_s"})
+    #: the step prompt's layout never changes which goals a panel holds: not part of the panel hash
+    local: ClassVar[frozenset[str]] = frozenset({"server_url", "timeout_s", "prompt_style"})
 
     server_url: Str | None = Field(None, description="the http(s) URL of a WebShop server (default "
                                                      "$WEBSHOP_URL)")
     timeout_s: Float = Field(30.0, gt=0, description="a positive number of seconds")
     reward_mode: Str = Field("won", description=f"one of {', '.join(REWARD_MODES)}")
+    prompt_style: Literal["verl_agent", "seedrl"] = Field(
+        "verl_agent", description="verl_agent (verl-agent's WebShop step-prompt structure, the default) or seedrl "
+                                  "(this project's layout)")
 
     @model_validator(mode="after")
     def _check(self) -> WebShopOptions:
@@ -400,6 +414,8 @@ class WebShopEnv(Env):
     version = "1"
     splits = {"train": 512, "valid_seen": 200, "valid_unseen": 500}
     options_model = WebShopOptions
+    #: runs saved before verl-agent's layout became the default (config_version < 2) played this project's
+    kwargs_before: ClassVar[dict[int, dict[str, Any]]] = {2: {"prompt_style": "seedrl"}}
 
     @classmethod
     def skill_types(cls, task_id: str, task_text: str = "") -> tuple[str, ...]:
@@ -424,6 +440,9 @@ class WebShopEnv(Env):
             raise SeedRLError(f"webshop server_url must be an http(s) URL, got {self.server_url!r}")
         self.timeout_s = o.timeout_s
         self.reward_mode = o.reward_mode
+        self.prompt_style = LAYOUTS[o.prompt_style]
+        if o.prompt_style == "verl_agent":
+            self.instruction = VERL_AGENT_INSTRUCTION
         self._page: Page | None = None
         self._done = False
         self._score: float | None = None

@@ -123,7 +123,9 @@ def test_max_turns_ends_the_episode_unanswered() -> None:
 
 
 def test_prompt_carries_the_search_instruction() -> None:
-    env = make_env("search")
+    """This project's layout (``prompt_style: seedrl``, the tiny presets'; the default is verl-agent's,
+    tests/agent/test_verl_agent_prompt.py)."""
+    env = make_env("search", prompt_style="seedrl")
     assert env_class("search").instruction.startswith(TURN_LINE)
     obs = env.reset("hop2-s00000")
     text = build_step_prompt(env.title, env.task_description, obs, instruction=env.instruction)
