@@ -16,7 +16,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from seedrl.envs.registry import DEFAULT_ENV
 from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write
-from seedrl.methods import METHOD_NAMES, METHODS, MICRO_BATCH_MEAN, OPD_AGGS, SIGNAL_TOKEN_MEAN
+from seedrl.methods import (
+    AGGREGATED_SIGNALS,
+    METHOD_NAMES,
+    METHODS,
+    MICRO_BATCH_MEAN,
+    OPD_AGGS,
+    SIGNAL_TOKEN_MEAN,
+)
 
 #: range-checked field types: a bad value fails when the config is built, naming the field. Every
 #: float is finite (``.inf``, ``inf`` and ``nan`` are refused: an infinite rate or coefficient makes
@@ -197,12 +204,13 @@ class AlgoConfig(_Strict):
     opd_coef: NonNegFloat = 0.01
     #: gate sharpness (0 = uniform gate)
     opd_beta: NonNegFloat = 5.0
-    #: how the OPD term is averaged over a mini-batch (seedrl.algos.signal_weights): ``micro_batch_mean``
+    #: how the OPD term (and Skill-SD's) is averaged over a mini-batch (seedrl.algos.signal_weights): ``micro_batch_mean``
     #: as SEED's code (verl): a token-mean over each micro-batch's tokens with a skill, 0 for a
     #: micro-batch without one, averaged over the mini-batch's micro-batches of
     #: ``optim.micro_batch_size`` samples (which then shapes the update); ``signal_token_mean``: a
     #: token-mean over all the mini-batch's tokens with a skill, up to 1/coverage larger with sparse
-    #: skills, what every run before this key used (their saved configs load as it, load_run_config)
+    #: skills, what every run before this key used (their saved configs load as it, load_run_config), and
+    #: every Skill-SD run saved before config_version 2 (Skill-SD read no key until then)
     opd_agg: Literal[OPD_AGGS] = MICRO_BATCH_MEAN  # one of seedrl.methods.OPD_AGGS
     opid_coef: NonNegFloat = 1e-3
     skill_sd_coef: NonNegFloat = 1e-3
@@ -405,7 +413,7 @@ class TrainConfig(_Strict):
     def opd_per_micro_batch(self) -> bool:
         """True when the method's OPD term is averaged per micro-batch (``algo.opd_agg``
         ``micro_batch_mean`` with an OPD signal): ``optim.micro_batch_size`` then shapes the update."""
-        return self.algo.opd_agg == MICRO_BATCH_MEAN and METHODS[self.algo.name].signal == "opd"
+        return self.algo.opd_agg == MICRO_BATCH_MEAN and METHODS[self.algo.name].signal in AGGREGATED_SIGNALS
 
     @model_validator(mode="after")
     def _method_defaults(self) -> TrainConfig:
@@ -635,11 +643,18 @@ def _legacy_defaults(data: dict[str, Any], version: int) -> None:
     ``skills.analysis_prompt`` used the legacy analyzer prompt (and its env the defaults of that era,
     ``Env.legacy_kwargs``, e.g. this project's step prompt on real ALFWorld); a method with an OPD
     term without ``algo.opd_agg`` averaged that term over the signal tokens (``signal_token_mean``;
-    other methods have no OPD term: the default stays). Version 1 saves every key, but not an env's
+    other methods have no OPD term: the default stays). Skill-SD ignored ``algo.opd_agg`` before version 2
+    and averaged its term over the signal tokens: a Skill-SD run saved before it loads with
+    ``signal_token_mean``, whatever its saved key says. Version 1 saves every key, but not an env's
     kwargs it left at their defaults: an env whose default changed with version 2 (Search's and WebShop's
     step prompt in verl-agent's structure) gets, for a run saved below it, the kwargs of its time
     (``Env.kwargs_before``)."""
     _env_kwargs_before(data, version)
+    algo = data.get("algo")
+    if isinstance(algo, dict) and algo and version < 2:
+        spec = METHODS.get(algo.get("name", "grpo"))
+        if spec is not None and spec.signal == "skill_sd":  # its term was a token-mean over the signal tokens
+            algo["opd_agg"] = SIGNAL_TOKEN_MEAN
     if version != LEGACY_CONFIG_VERSION:
         return
     skills = data.get("skills")

@@ -84,11 +84,13 @@ METHODS: dict[str, MethodSpec] = {
 }
 METHOD_NAMES = tuple(METHODS)
 
-#: how an OPD term is averaged over a mini-batch (``algo.opd_agg``, :func:`seedrl.algos.signal_weights`),
+#: how an OPD (or Skill-SD) term is averaged over a mini-batch (``algo.opd_agg``, :func:`seedrl.algos.signal_weights`),
 #: the one place these names are written: SEED's mean over micro-batches (the default), or a token-mean
 #: over the mini-batch's signal tokens (what runs saved before ``algo.opd_agg`` existed used)
 OPD_AGGS = ("micro_batch_mean", "signal_token_mean")
 MICRO_BATCH_MEAN, SIGNAL_TOKEN_MEAN = OPD_AGGS
+#: the signals whose loss term ``algo.opd_agg`` aggregates (OPD's gated term, Skill-SD's reverse KL)
+AGGREGATED_SIGNALS = ("opd", "skill_sd")
 
 
 def method_spec_for(name: str) -> MethodSpec:

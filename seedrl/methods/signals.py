@@ -7,7 +7,8 @@ run's signal and names none of them. Shapes: ``[B, T]`` right-aligned response t
 has no skill are all zero). For ``loss``, ``tmask`` = response mask x each sample's aggregation weight
 (:func:`seedrl.algos.signal_weights` with the signal's ``agg``: 0 without a skill), and the term is the
 sum of the weighted tokens (the pure functions' ``denom`` = 1), so the micro-batches' terms add up to
-the mini-batch's term as the aggregation defines it: SEED's mean over micro-batches (``micro_batch_mean``, OPD's default, ``algo.opd_agg``) or a token-mean over
+the mini-batch's term as the aggregation defines it: SEED's mean over micro-batches (``micro_batch_mean``, the
+default of OPD and Skill-SD, ``algo.opd_agg``) or a token-mean over
 the mini-batch's signal tokens (``signal_token_mean``).
 """
 
@@ -110,9 +111,12 @@ class RLSD(Signal):
 
 @dataclass
 class SkillSD(Signal):
-    """SDAR's Skill-SD: ``coef * skill_sd_loss`` (importance-weighted reverse KL to the teacher)."""
+    """SDAR's Skill-SD: ``coef * skill_sd_loss`` (importance-weighted reverse KL to the teacher),
+    averaged over a mini-batch as ``agg`` says (``algo.opd_agg``; SDAR's ``compute_sdl_loss`` is
+    verl's ``agg_loss`` token-mean per micro-batch, divided by the micro-batch count: ``micro_batch_mean``)."""
 
     coef: float
+    agg: str = MICRO_BATCH_MEAN
     name = "skill_sd"
 
     def loss(self, logp, old, teacher, tmask):
@@ -126,7 +130,7 @@ SIGNALS = {
     "none": lambda algo, beta: Signal(),
     "opd": lambda algo, beta: OPD(beta=beta, coef=algo.opd_coef, agg=algo.opd_agg),
     "opid": lambda algo, beta: OPIDShift(coef=algo.opid_coef),
-    "skill_sd": lambda algo, beta: SkillSD(coef=algo.skill_sd_coef),
+    "skill_sd": lambda algo, beta: SkillSD(coef=algo.skill_sd_coef, agg=algo.opd_agg),
     "rlsd": lambda algo, beta: RLSD(lam=algo.rlsd_lambda, warmdown=algo.rlsd_warmdown, clip_eps=algo.rlsd_clip_eps),
 }
 #: metric-name prefixes the signals log (``<signal>/<stat>``)

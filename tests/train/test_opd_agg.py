@@ -28,7 +28,8 @@ def test_seed_presets_average_opd_as_seeds_code_and_old_runs_keep_theirs(tmp_pat
     for p in SEED_PRESETS:
         assert load_config(TrainConfig, p).algo.opd_agg == "micro_batch_mean", p.name
     # a run saved before the key existed: OPD methods averaged over the signal tokens
-    for name, expect in (("seed", "signal_token_mean"), ("sdar", "signal_token_mean"), ("grpo", "micro_batch_mean")):
+    for name, expect in (("seed", "signal_token_mean"), ("sdar", "signal_token_mean"), ("grpo", "micro_batch_mean"),
+                         ("skill_sd", "signal_token_mean")):
         cfg = tiny_cfg(tmp_path / name, **{"algo.name": name})
         path = tmp_path / f"{name}.yaml"
         save_config(cfg, path)
@@ -49,7 +50,45 @@ def test_micro_batch_size_is_resume_safe_only_without_a_per_micro_batch_opd(tmp_
     assert "optim.micro_batch_size" not in unsafe_in_this_run(*pair(**{"algo.name": "seed",
                                                                       "algo.opd_agg": "signal_token_mean"}))
     assert "optim.micro_batch_size" not in unsafe_in_this_run(*pair(**{"algo.name": "grpo"}))
-    assert "optim.micro_batch_size" not in unsafe_in_this_run(*pair(**{"algo.name": "skill_sd"}))
+    # Skill-SD's term is averaged as SDAR's compute_sdl_loss is (issue 43): micro-batches shape it too
+    assert "optim.micro_batch_size" in unsafe_in_this_run(*pair(**{"algo.name": "skill_sd"}))
+    assert "optim.micro_batch_size" not in unsafe_in_this_run(*pair(**{"algo.name": "skill_sd",
+                                                                      "algo.opd_agg": "signal_token_mean"}))
+
+
+def test_skill_sd_averages_its_term_per_micro_batch_as_sdars_compute_sdl_loss_and_old_runs_keep_theirs(tmp_path):
+    """SDAR's compute_sdl_loss (verl/trainer/ppo/skillsd_utils.py) is verl's agg_loss token-mean over a
+    micro-batch's response tokens, and its dp_actor divides each micro-batch's loss by the micro-batch
+    count: ``micro_batch_mean``, now Skill-SD's default through ``algo.opd_agg``. Skill-SD read no key
+    before config_version 2 and took a token-mean over the mini-batch's signal tokens: a run saved then
+    loads with ``signal_token_mean`` whatever its saved ``opd_agg`` says. Kills: the signal built without
+    the run's aggregation, or the legacy rule dropped."""
+    import yaml
+
+    from seedrl.methods.runtime import resolved_spec
+    from seedrl.methods.signals import SIGNALS
+
+    def agg(c):
+        return SIGNALS[resolved_spec(c).signal](c.algo, None).agg
+
+    cfg = tiny_cfg(tmp_path / "s", **{"algo.name": "skill_sd"})
+    assert agg(cfg) == "micro_batch_mean"
+    assert agg(tiny_cfg(tmp_path / "s", **{"algo.name": "skill_sd", "algo.opd_agg": "signal_token_mean"})) == \
+        "signal_token_mean"
+    path = tmp_path / "config.yaml"
+    save_config(cfg, path)
+    assert load_run_config(path).algo.opd_agg == "micro_batch_mean"  # saved today: kept
+    data = yaml.safe_load(path.read_text())
+    for version in (1, None):
+        old = {k: v for k, v in data.items() if k != "config_version"} | ({} if version is None else
+                                                                          {"config_version": version})
+        path.write_text(yaml.safe_dump(old))
+        assert load_run_config(path).algo.opd_agg == "signal_token_mean", version
+    seed = tiny_cfg(tmp_path / "o", **{"algo.name": "seed"})  # other methods keep their saved key
+    save_config(seed, path)
+    data = yaml.safe_load(path.read_text()) | {"config_version": 1}
+    path.write_text(yaml.safe_dump(data))
+    assert load_run_config(path).algo.opd_agg == "micro_batch_mean"
 
 
 def _opd_rows(tmp_path, runs):
