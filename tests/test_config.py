@@ -76,6 +76,7 @@ def test_alfworld_presets_are_the_papers_recipe():
         assert (c.skills.max_new_tokens, c.skills.max_prompt_tokens) == (4096, 16384)
     assert seed.model.name == f"{sft.run_dir}/model" and nosft.model.name == sft.model.name == "Qwen/Qwen2.5-3B-Instruct"
     assert (sft.lr, sft.epochs, sft.batch_size, sft.max_seq_tokens) == (5e-6, 3, 8, 8192)
+    assert sft.weight_decay == 0.01  # verl's sft_trainer.yaml optim.weight_decay, which SEED's trainer.sh keeps
     assert "w/o SFT" in (_CONFIGS / "alfworld_seed_nosft.yaml").read_text()
 
 
@@ -285,3 +286,34 @@ def test_search_and_webshop_presets_take_verl_agents_step_prompt_and_the_tiny_se
     for name in ("search_seed.yaml", "search_grpo.yaml"):
         assert layout(name) == "seedrl", name
     assert layout("search_sft.yaml", SFTConfig) == "seedrl"
+
+
+def test_the_alfworld_stage1_recipe_is_seeds_stage1():
+    """Issue 43, item 6: SEED's Stage 1 (scripts/sft/alfworld/prepare_data.sh -> _common/pipeline.py) plays
+    30 tasks of each of the 6 types x 8 rollouts at POLICY_TEMPERATURE 0.4 and keeps every trajectory whose
+    one analyzer call parses to a non-empty skill (``parse_ok``): no word minimum, no repair retry (its
+    retries only re-send after an API error). The recorded `seedrl analyze` command must say so."""
+    import json
+    import re
+    import shlex
+
+    from seedrl.skills.parsing import parse_skill
+
+    text = (_CONFIGS / "alfworld_seed.yaml").read_text()
+    lines = [ln.lstrip("#").strip().rstrip("\\").strip() for ln in text.splitlines() if ln.startswith("#")]
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("seedrl analyze"))
+    command, i = [], start
+    while True:
+        command.append(lines[i])
+        if "--out" in lines[i]:
+            break
+        i += 1
+    args = shlex.split(" ".join(command))
+    opts = dict(zip(args[2::2], args[3::2]))
+    assert (opts["--tasks"], opts["--rollouts"], opts["--temperature"], opts["--analyzer"]) == ("180", "8", "0.4", "api")
+    sets = [args[j + 1] for j, a in enumerate(args) if a == "--set" and "<" not in args[j + 1]]
+    cfg = load_config(TrainConfig, _CONFIGS / opts["--config"].split("/")[-1], sets)
+    assert cfg.skills.api.parse_retries == 0 and cfg.skills.api.max_tokens == 1024
+    answer = json.dumps({"episode_summary": "s", "episode_skill": "Open it."})
+    assert parse_skill(answer, min_words=cfg.skills.min_words).skill == "Open it."  # kept, as SEED keeps it
+    assert re.search(r"--task-sampling first", " ".join(command)) is None  # 30 of each type, seeded

@@ -2,7 +2,8 @@
 
 The policy plays train tasks (``tasks x rollouts``, drawn from the train panel after its first
 ``skip_tasks``) **at the RL rollout temperature** by default (``rollout.temperature``): the analyzer must learn the outcome mix it will meet in Stage 2, where
-rollouts at temperature 1.0 are mostly failures. The analyzer (``oracle`` offline, or ``api``) writes
+rollouts at temperature 1.0 are mostly failures (SEED's own Stage-1 script samples at 0.4: a command that follows
+it says ``--temperature 0.4``, as ``configs/alfworld_seed.yaml``'s does; docs/deviations.md). The analyzer (``oracle`` offline, or ``api``) writes
 one skill per trajectory; parsed pairs (analysis prompt -> skill JSON) are kept and written as SFT data
 for ``seedrl sft --data``.
 

@@ -1,7 +1,8 @@
 """Search-augmented question answering in the Search-R1 / verl-agent format.
 
 **Actions.** A model turn holds ``<search> query </search>`` or ``<answer> text </answer>``
-(verl-agent's search prompt; the step prompt's closing instruction is :data:`INSTRUCTION`).
+(verl-agent's search prompt; the step prompt's closing instruction is :data:`VERL_AGENT_INSTRUCTION` under the
+default ``prompt_style: verl_agent``, :data:`INSTRUCTION` under ``seedrl``).
 :meth:`SearchEnv.parse_action` returns the *first* complete block in canonical tag form,
 ``"<search>query</search>"`` / ``"<answer>text</answer>"``, whitespace collapsed: Search-R1
 executes the first action of a turn, and generation stops at its closing tag
