@@ -614,10 +614,15 @@ def read_config_file(path: str | Path) -> dict[str, Any]:
 
 def load_config(cls: type[_Strict], path: str | Path | None = None, overrides: list[str] | None = None):
     """Read a YAML preset (or defaults), apply ``key=value`` overrides, validate. A run's saved
-    ``config.yaml`` read as a preset loads too: its ``config_version`` is not a setting (see
-    :func:`load_run_config` for reading it as the run read it)."""
+    ``config.yaml`` read as a preset loads too: its ``config_version`` is not a setting, but a version
+    this seedrl knows gives the file the defaults of its time, as :func:`load_run_config` reads it (so
+    ``seedrl train -c <run>/config.yaml --resume`` resumes the run it describes); a file without one is
+    read with today's defaults."""
     data: dict[str, Any] = read_config_file(path) if path is not None else {}
-    data.pop(CONFIG_VERSION_KEY, None)
+    version = data.pop(CONFIG_VERSION_KEY, None)
+    if (isinstance(version, int) and not isinstance(version, bool)
+            and LEGACY_CONFIG_VERSION <= version < RUN_CONFIG_VERSION):
+        _legacy_defaults(data, version)
     for key, value in parse_overrides(overrides):
         _set_path(data, key, value)
     try:

@@ -222,10 +222,12 @@ def test_the_webshop_env_defaults_to_verl_agents_layout():
 def test_a_run_saved_before_config_version_2_keeps_this_projects_layout(tmp_path, env_name):
     """Search's and WebShop's default layout changed with config_version 2: a run saved before it (1, or
     none) loads with ``prompt_style: seedrl``, the layout it played; a run saved today keeps the default;
-    a layout the run chose itself is kept."""
+    a layout the run chose itself is kept. Its config.yaml given as the preset of a resume
+    (``seedrl train -c <run>/config.yaml --resume``) reads the same, so the resume is not refused."""
     import yaml
 
-    from seedrl.config import TrainConfig, load_run_config, save_config
+    from seedrl.config import TrainConfig, load_config, load_run_config, save_config
+    from seedrl.train.resume import check_resume_config
 
     saved = tmp_path / "config.yaml"
     save_config(TrainConfig(env={"name": env_name}), saved)
@@ -236,6 +238,9 @@ def test_a_run_saved_before_config_version_2_keeps_this_projects_layout(tmp_path
                                                                           {"config_version": version})
         saved.write_text(yaml.safe_dump(old))
         assert load_run_config(saved).env.kwargs["prompt_style"] == "seedrl", version
+        if version is not None:  # a file that says its version is read under it, as a preset too
+            assert load_config(TrainConfig, saved).env.kwargs["prompt_style"] == "seedrl"
+            assert check_resume_config(tmp_path, load_config(TrainConfig, saved)) == {}
         old["env"]["kwargs"] = {"prompt_style": "verl_agent"}
         saved.write_text(yaml.safe_dump(old))
         assert load_run_config(saved).env.kwargs["prompt_style"] == "verl_agent", version
