@@ -482,9 +482,25 @@ class SFTConfig(_Strict):
     #: that keeps probability on the moves it was not shown, so RL can still sample them; 0 = plain NLL
     label_smoothing: Annotated[float, Field(ge=0, lt=1)] = 0.0
     grad_clip: PosFloat = 1.0
+    #: linear learning-rate warm-up over this many optimizer steps
     warmup_steps: NonNegInt = 20
+    #: ... or over ``int(warmup_ratio * total steps)`` (verl's SFT ``optim.warmup_steps_ratio``); not together
+    #: with ``warmup_steps``
+    warmup_ratio: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    #: after the warm-up the rate follows a cosine down to ``lr_floor * lr`` (verl's SFT trainer: 0)
+    lr_floor: Fraction = 0.1
+    #: AdamW's betas (verl's SFT trainer: 0.9, 0.95)
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.999)
     max_seq_tokens: PosInt = 2048
     eval: EvalConfig = Field(default_factory=EvalConfig)
+
+    @model_validator(mode="after")
+    def _one_warmup(self) -> SFTConfig:
+        if self.warmup_steps and self.warmup_ratio:
+            raise ValueError(f"warmup_steps={self.warmup_steps} (optimizer steps) and warmup_ratio="
+                             f"{self.warmup_ratio} (a share of the steps) both set a warm-up; set warmup_steps=0 "
+                             f"to use warmup_ratio")
+        return self
 
 
 def _set_path(d: dict[str, Any], dotted: str, value: Any) -> None:

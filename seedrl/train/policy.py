@@ -47,9 +47,11 @@ def build_policy(m: ModelConfig, *, lora: bool = True, what: str = "model",
     return Policy(tokenizer, model, precision)
 
 
-def adamw(model: torch.nn.Module, lr: float, weight_decay: float) -> torch.optim.AdamW:
+def adamw(model: torch.nn.Module, lr: float, weight_decay: float,
+          betas: tuple[float, float] = (0.9, 0.999)) -> torch.optim.AdamW:
     """AdamW over the trainable parameters (all fp32: :func:`build_policy` checked)."""
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay)
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=weight_decay,
+                             betas=betas)
 
 
 @dataclass

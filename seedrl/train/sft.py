@@ -199,24 +199,33 @@ def micro_batches(idx: list[int], lengths: list[int], micro_batch_size: int,
     return [order[m:m + micro_batch_size] for m in range(0, len(order), micro_batch_size)]
 
 
+def sft_lr_factor(step: int, total: int, warmup: int, floor: float = 0.1) -> float:
+    """The learning-rate multiplier of optimizer step ``step`` (from 0) of ``total``: a linear rise
+    ``(step + 1) / warmup`` over ``warmup`` steps, then a cosine from 1 down to ``floor`` at the last
+    step's end (verl's ``get_cosine_schedule_with_warmup`` is this with floor 0, its warm-up ``step / warmup``)."""
+    if step < warmup:
+        return (step + 1) / warmup
+    frac = (step - warmup) / max(1, total - warmup)
+    return floor + (1 - floor) * 0.5 * (1 + math.cos(math.pi * frac))
+
+
 def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epochs: int, lr: float,
               batch_size: int, micro_batch_size: int, weight_decay: float = 0.0, grad_clip: float = 1.0,
               warmup_steps: int = 0, seed: int = 0, bf16: bool = False, group_by_length: bool = False,
-              label_smoothing: float = 0.0, on_step=None) -> list[float]:
+              label_smoothing: float = 0.0, on_step=None, warmup_ratio: float = 0.0, lr_floor: float = 0.1,
+              betas: tuple[float, float] = (0.9, 0.999)) -> list[float]:
     """Token-mean NLL of the response tokens (label-smoothed by ``label_smoothing``,
     :func:`seedrl.algos.smoothed_nll`); returns the loss of every optimizer step.
     ``bf16``: forward/backward under bf16 autocast (the weights stay fp32); ``group_by_length``: see
     :func:`micro_batches`."""
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = adamw(model, lr, weight_decay)
+    opt = adamw(model, lr, weight_decay, betas)
     total = epochs * math.ceil(len(pairs) / batch_size)
+    warm = warmup_steps or int(warmup_ratio * total)
 
-    def schedule(s: int) -> float:  # linear warmup, cosine decay to 10%
-        if s < warmup_steps:
-            return (s + 1) / warmup_steps
-        frac = (s - warmup_steps) / max(1, total - warmup_steps)
-        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac))
+    def schedule(s: int) -> float:  # linear warmup, cosine decay to lr_floor
+        return sft_lr_factor(s, total, warm, lr_floor)
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
     g = torch.Generator().manual_seed(seed)
@@ -358,7 +367,8 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                            micro_batch_size=cfg.micro_batch_size, weight_decay=cfg.weight_decay,
                            grad_clip=cfg.grad_clip, warmup_steps=cfg.warmup_steps, seed=cfg.seed,
                            bf16=bf16, group_by_length=cfg.group_by_length,
-                           label_smoothing=cfg.label_smoothing, on_step=on_step)
+                           label_smoothing=cfg.label_smoothing, on_step=on_step, warmup_ratio=cfg.warmup_ratio,
+                           lr_floor=cfg.lr_floor, betas=tuple(cfg.betas))
     summary |= {"steps": len(losses), "loss_first": losses[0], "loss_last": losses[-1],
                 "train_seconds": time.perf_counter() - t0,
                 # how much the start still explores where it decides (RL needs mixed groups)

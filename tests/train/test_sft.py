@@ -225,3 +225,52 @@ def test_an_empty_data_file_is_named_not_the_expert(tmp_path):
     with pytest.raises(SeedRLError) as e:
         run_sft(cfg)
     assert "empty.jsonl' holds no example (the file is empty" in str(e.value) and "expert" not in str(e.value)
+
+
+def test_the_sft_schedule_by_hand():
+    """A linear rise over ``warmup`` steps, then a cosine from 1 to ``floor`` (verl's SFT trainer: to 0);
+    the default floor 0.1 is the schedule every earlier SFT run used."""
+    from seedrl.train.sft import sft_lr_factor
+
+    assert [sft_lr_factor(s, 10, 2, 0.0) for s in (0, 1, 2)] == [0.5, 1.0, 1.0]
+    assert sft_lr_factor(6, 10, 2, 0.0) == pytest.approx(0.5)  # half-way through the cosine
+    assert sft_lr_factor(6, 10, 2) == pytest.approx(0.1 + 0.9 * 0.5)
+    assert sft_lr_factor(10, 10, 2, 0.0) == pytest.approx(0.0, abs=1e-12)
+    assert sft_lr_factor(0, 10, 0) == 1.0  # no warm-up
+
+
+def test_sft_takes_the_warmup_share_floor_and_betas_of_its_config(monkeypatch):
+    """``warmup_ratio`` is a share of the run's optimizer steps (verl's ``warmup_steps_ratio``:
+    ``int(ratio * total)``), and ``lr_floor`` and ``betas`` reach the schedule and AdamW. Kills: any of
+    them dropped on the way."""
+    from seedrl.train import sft
+
+    seen, betas = set(), []
+    real_factor, real_adamw = sft.sft_lr_factor, sft.adamw
+
+    def factor(s, total, warm, floor):
+        seen.add((total, warm, floor))
+        return real_factor(s, total, warm, floor)
+
+    def opt(model, lr, wd, b=(0.9, 0.999)):
+        betas.append(b)
+        return real_adamw(model, lr, wd, b)
+
+    monkeypatch.setattr(sft, "sft_lr_factor", factor)
+    monkeypatch.setattr(sft, "adamw", opt)
+    tok = load_tokenizer("tiny-micro")
+    sft_train(load_model("tiny-micro", tokenizer=tok), tok, _pairs(tok), epochs=5, lr=1e-3, batch_size=2,
+              micro_batch_size=2, warmup_ratio=0.1, lr_floor=0.0, betas=(0.9, 0.95))
+    assert seen == {(20, 2, 0.0)} and betas == [(0.9, 0.95)]
+
+
+def test_sft_config_refuses_two_warmups_and_the_alfworld_stage1_preset_follows_verls_sft_trainer():
+    from pathlib import Path
+
+    from seedrl.config import SFTConfig, load_config
+    from seedrl.errors import SeedRLError
+
+    with pytest.raises(SeedRLError, match="warmup_ratio"):
+        load_config(SFTConfig, None, ["warmup_ratio=0.1"])  # warmup_steps keeps its default 20
+    c = load_config(SFTConfig, Path(__file__).parents[2] / "configs" / "alfworld_stage1_sft.yaml")
+    assert (c.warmup_steps, c.warmup_ratio, c.lr_floor, c.betas, c.weight_decay) == (0, 0.1, 0.0, (0.9, 0.95), 0.01)
