@@ -246,10 +246,10 @@ def test_gigpo_presets_follow_the_launchers_and_differ_from_their_grpo_preset_in
         assert a == b, name
 
 
-#: the presets whose header says they follow SEED's launchers (examples/seed_trainer/_common/*.sh) or the
-#: GiGPO launchers of SEED's examples/gigpo_trainer/, which run the same verl actor
+#: the presets whose header says they follow SEED's launchers (examples/seed_trainer/_common/*.sh), the
+#: GiGPO launchers of SEED's examples/gigpo_trainer/ or OPID's ALFWorld launcher, which run the same verl actor
 _SEED_LAUNCHER_PRESETS = ["alfworld_seed.yaml", "alfworld_seed_nosft.yaml", "webshop_seed.yaml", "search_qwen_seed.yaml",
-                          "alfworld_gigpo.yaml", "webshop_gigpo.yaml"]
+                          "alfworld_gigpo.yaml", "webshop_gigpo.yaml", "alfworld_opid.yaml"]
 
 
 @pytest.mark.parametrize("name", _SEED_LAUNCHER_PRESETS)
@@ -265,7 +265,7 @@ def test_alfworld_presets_use_seeds_micro_batch_of_32():
     256 over 8 GPUs (32 rows each) and ppo_micro_batch_size_per_gpu 32, so the OPD term under
     ``micro_batch_mean`` is a mean over 8 micro-batches of 32 step samples, not 32 of 8."""
     for name in ("alfworld_seed.yaml", "alfworld_seed_nosft.yaml", "alfworld_grpo.yaml", "alfworld_grpo_nosft.yaml",
-                 "alfworld_gigpo.yaml"):
+                 "alfworld_gigpo.yaml", "alfworld_opid.yaml"):
         o = load_config(TrainConfig, _CONFIGS / name).optim
         assert (o.mini_batch_size, o.micro_batch_size) == (256, 32), name
 
