@@ -128,7 +128,7 @@ def _verl_agent_prompt(env_title: str, task_description: str, observation: str, 
     else:
         lines = [title, task]
         if recent:
-            items = _history_items(history, step_index, recent)
+            items = _history_items(step_index, recent)
             lines.append(f"Prior to this step, you have already taken {step_index} step(s). Below are the most "
                          f"recent {len(recent)} observations and the corresponding actions you took: {items}")
         lines.append(f"You are now at step {step_index + 1} and your current observation is: {observation.strip()}")
@@ -140,7 +140,7 @@ def _verl_agent_prompt(env_title: str, task_description: str, observation: str, 
     return "\n".join(lines)
 
 
-def _history_items(history: Sequence[HistoryItem], step_index: int, recent: list[HistoryItem]) -> str:
+def _history_items(step_index: int, recent: list[HistoryItem]) -> str:
     """``verl_agent``'s history items, one a line: ``[Observation k: '<obs>', Action k: '<act>']``."""
     first = step_index - len(recent) + 1
     return "\n".join(
@@ -180,7 +180,7 @@ def _verl_agent_webshop_prompt(env_title: str, task_description: str, observatio
     if step_index > 0 and recent:
         lines.append(f"Prior to this step, you have already taken {step_index} step(s). Below are the most recent "
                      f"{len(recent)} observations and the corresponding actions you took: "
-                     + _history_items(history, step_index, recent))
+                     + _history_items(step_index, recent))
         lines.append(f"You are now at step {step_index + 1} and your current observation is: {observation.strip()}.")
     else:
         lines.append(f"Your current observation is: {observation.strip()}.")
