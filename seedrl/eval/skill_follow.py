@@ -94,9 +94,20 @@ def follow_probe(backend: GenerationBackend, tokenizer, env_name: str, env_kwarg
 
 def follow_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """``decisions``, ``follow_rate`` (None without decisions), ``kept_rate``, ``other_rate`` (another
-    action or none)."""
+    action or none), and the follow rate by step and by the default action's verb (``by_step``,
+    ``by_default``: ``{key: [decisions, followed]}``), which say where a start stops reading (e.g. a
+    default ``take`` that a skill naming another place rarely overrides)."""
     n = len(rows)
     followed = sum(r["followed"] for r in rows)
     kept = sum(r["kept"] for r in rows)
+    by_step: dict[str, list[int]] = {}
+    by_default: dict[str, list[int]] = {}
+    for r in rows:
+        for table, key in ((by_step, str(r["step"])), (by_default, (r["default"].split() or ["?"])[0].lower())):
+            cell = table.setdefault(key, [0, 0])
+            cell[0] += 1
+            cell[1] += bool(r["followed"])
     return {"decisions": n, "followed": followed, "follow_rate": followed / n if n else None,
-            "kept_rate": kept / n if n else None, "other_rate": (n - followed - kept) / n if n else None}
+            "kept_rate": kept / n if n else None, "other_rate": (n - followed - kept) / n if n else None,
+            "by_step": dict(sorted(by_step.items(), key=lambda kv: int(kv[0]))),
+            "by_default": dict(sorted(by_default.items()))}

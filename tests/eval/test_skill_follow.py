@@ -75,7 +75,10 @@ def test_follow_rate_on_a_hand_case(tiny_tokenizer):
     assert [(r["followed"], r["kept"]) for r in rows] == [(True, False), (True, False), (False, True),
                                                          (False, False)]
     s = follow_summary(rows)
-    assert s == {"decisions": 4, "followed": 2, "follow_rate": 0.5, "kept_rate": 0.25, "other_rate": 0.25}
+    assert s == {"decisions": 4, "followed": 2, "follow_rate": 0.5, "kept_rate": 0.25, "other_rate": 0.25,
+                 "by_step": {"0": [4, 2]}, "by_default": {"down": [1, 0], "left": [1, 0], "up": [2, 2]}}
+    steps = follow_summary([r | {"step": k} for r, k in zip(rows, (2, 0, 10, 2))])["by_step"]
+    assert steps == {"0": [1, 1], "2": [2, 1], "10": [1, 0]} and list(steps) == ["0", "2", "10"]  # in step order
     assert follow_summary([])["follow_rate"] is None
 
 
