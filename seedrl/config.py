@@ -463,6 +463,12 @@ class SFTConfig(_Strict):
     #: states a skill-free policy reaches (standing at a receptacle the skill says is wrong), not only from
     #: the expert's path. 0: off
     skill_demo_random_prefix: NonNegInt = 0
+    #: who takes those first k actions: ``random`` admissible actions, or ``start``: the start model's
+    #: (``model.name``) own greedy answers to the skill-free step prompt (an unparsable answer is replaced
+    #: by a random admissible action), so the skill's target is also shown from the states the start's own
+    #: skill-free play reaches, where a follow-rate probe asks (e.g. standing where it would "take" an
+    #: object that is not there)
+    skill_demo_prefix_source: Literal["random", "start"] = "random"
     #: who plays and labels the skill-free demonstrations: ``expert`` (the env's expert with
     #: ``demo_env_kwargs`` and ``demo_noise``) or ``start``: the start model's (``model.name``) own greedy
     #: episodes on the same train tasks, labelled with its own responses (self-distillation), so a

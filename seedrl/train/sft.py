@@ -20,6 +20,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +44,13 @@ log = logging.getLogger(__name__)
 
 def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: list[str], *, max_steps: int,
                           history_length: int, noise: float, seed: int, env=None,
-                          random_prefix: int = 0) -> list[dict[str, Any]]:
+                          random_prefix: int = 0,
+                          prefix_policy: Callable[[list[dict[str, str]]], str] | None = None) -> list[dict[str, Any]]:
     """(messages, response) pairs from expert play; the label is always the expert's action.
     ``env``: play on this env instance (left open) instead of a new one. ``random_prefix``: each task
-    first plays k random admissible actions, k uniform in 0..random_prefix (labels stay the expert's)."""
+    first plays k random admissible actions, k uniform in 0..random_prefix (labels stay the expert's);
+    with ``prefix_policy`` (the step's messages -> a model's response) those k actions are its answers,
+    parsed by the env (a random admissible action where it answers nothing parsable)."""
     rng = random.Random(seed)
     own = env is None
     env = make_env(env_name, **env_kwargs) if own else env
@@ -67,7 +71,10 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
                              "task_id": task_id, "step": step})
                 action = expert
                 admissible = env.admissible_actions()
-                if admissible and (step < prefix or (noise > 0 and rng.random() < noise)):
+                own = env.parse_action(prefix_policy(step_messages(text))) if prefix_policy and step < prefix else None
+                if own is not None:
+                    action = own
+                elif admissible and (step < prefix or (noise > 0 and rng.random() < noise)):
                     action = rng.choice(admissible)
                 history.append(HistoryItem(obs, action))
                 obs, _, done, _ = env.step(action)
@@ -81,7 +88,8 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
 
 def skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: list[str], *, max_steps: int,
                          history_length: int, noise: float, attempt_noise: float, seed: int,
-                         min_words: int = 5, random_prefix: int = 0) -> list[dict[str, Any]]:
+                         min_words: int = 5, random_prefix: int = 0,
+                         prefix_policy: Callable[[list[dict[str, str]]], str] | None = None) -> list[dict[str, Any]]:
     """Expert actions under step prompts that carry a hindsight skill about the same task.
 
     Per task: (1) an *attempt*: the expert, but a random admissible action with probability
@@ -90,7 +98,7 @@ def skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: li
     the plan that won); (3) an expert demonstration of the same task (``noise`` as for plain demos)
     whose every step prompt carries that skill after the task line (``inject_into_messages``, the
     teacher prompt's placement), labelled with the expert's action, starting with up to
-    ``random_prefix`` random actions (:func:`expert_demonstrations`). Rows carry ``skill`` and
+    ``random_prefix`` random actions, or ``prefix_policy``'s (:func:`expert_demonstrations`). Rows carry ``skill`` and
     ``attempt_won``; a task whose attempt gets no skill gives no rows."""
     from seedrl.rollout.types import StepSample, Trajectory
     from seedrl.skills.analyzers.oracle import OracleAnalyzer
@@ -129,7 +137,8 @@ def skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: li
                 continue
             demo = expert_demonstrations(env_name, env_kwargs, [task_id], max_steps=max_steps,
                                          history_length=history_length, noise=noise,
-                                         seed=rng.randrange(2**31), env=env, random_prefix=random_prefix)
+                                         seed=rng.randrange(2**31), env=env, random_prefix=random_prefix,
+                                         prefix_policy=prefix_policy)
             rows += [r | {"messages": inject_into_messages(r["messages"], skill), "skill": skill,
                           "attempt_won": traj.won} for r in demo]
     finally:
@@ -150,6 +159,18 @@ def policy_demonstrations(backend, tokenizer, env_name: str, env_kwargs: dict[st
                       history_length=history_length, max_new_tokens=64, batch_size=batch_size, seed=seed)
     return [{"messages": s.messages, "response": s.response_text, "task_id": t.task_id, "step": s.step}
             for t in trajs for s in t.steps]
+
+
+def greedy_responder(backend, tokenizer, max_new_tokens: int = 64) -> Callable[[list[dict[str, str]]], str]:
+    """A model's greedy answer to one step's chat messages, as evaluation generates it."""
+    from seedrl.rollout.backends import SamplingParams
+
+    params = SamplingParams(max_new_tokens=max_new_tokens, greedy=True)
+
+    def respond(messages: list[dict[str, str]]) -> str:
+        return backend.generate([encode_messages(tokenizer, messages)], params, seed=0)[0].text
+
+    return respond
 
 
 def empty_data_message(path: str | Path) -> str:
@@ -331,12 +352,15 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                                      max_steps=e.max_steps, history_length=e.history_length,
                                      noise=cfg.demo_noise if cfg.skill_demo_noise is None else cfg.skill_demo_noise,
                                      attempt_noise=cfg.skill_attempt_noise, seed=cfg.seed,
-                                     random_prefix=cfg.skill_demo_random_prefix)
+                                     random_prefix=cfg.skill_demo_random_prefix,
+                                     prefix_policy=greedy_responder(HFBackend(model, tok, bf16=bf16), tok)
+                                     if cfg.skill_demo_prefix_source == "start" else None)
         rows = rows + extra
         source += (f" + {len(extra)} skill-conditioned demonstrations from {cfg.skill_demo_tasks} tasks "
                    f"(oracle skills of attempts at noise {cfg.skill_attempt_noise}"
-                   + (f", up to {cfg.skill_demo_random_prefix} random actions first"
-                      if cfg.skill_demo_random_prefix else "")
+                   + (f", up to {cfg.skill_demo_random_prefix} "
+                      + ("of the start's own greedy actions" if cfg.skill_demo_prefix_source == "start"
+                         else "random actions") + " first" if cfg.skill_demo_random_prefix else "")
                    + (f", env kwargs {cfg.skill_demo_env_kwargs})" if cfg.skill_demo_env_kwargs else ")"))
     if not rows:
         raise SeedRLError(f"no SFT examples: the expert of {e.name} produced no demonstration on {cfg.demo_tasks} "

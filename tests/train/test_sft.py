@@ -165,6 +165,36 @@ def test_a_random_prefix_shows_the_experts_target_from_states_off_its_path():
                for r in moved if r["step"] == 0)
 
 
+def test_a_policy_prefix_plays_the_models_own_answers_on_plain_prompts_and_keeps_the_experts_labels():
+    """skill_demo_prefix_source: start: the first k actions are the model's answers to the skill-free step
+    prompt (a hallucinated `take` included: the env gets exactly what it said), only at steps < k; every
+    row's label stays the expert's; an unparsable answer falls back to the random prefix's action."""
+    from seedrl.envs.panels import build_panel
+    from seedrl.train.sft import expert_demonstrations
+
+    kwargs = {"prior_seed": 0, "expert": "oracle"}
+    tasks = list(build_panel("household", "train", None, prior_seed=0).task_ids[:30])
+    kw = dict(max_steps=4, history_length=3, noise=0.0, seed=5, random_prefix=2)
+    asked = []
+
+    def hallucinate(messages):
+        asked.append(messages)
+        return "<think></think><action>take zzz 1 from nowhere 1</action>"
+
+    rows = expert_demonstrations("household", kwargs, tasks, prefix_policy=hallucinate, **kw)
+    randomly = expert_demonstrations("household", kwargs, tasks, **kw)
+    assert expert_demonstrations("household", kwargs, tasks, prefix_policy=lambda m: "no action here", **kw) == randomly
+    by = {(r["task_id"], r["step"]): r for r in rows}
+    took = [t for t in tasks if (t, 1) in by and "take zzz 1 from nowhere 1" in by[(t, 1)]["messages"][-1]["content"]]
+    assert len(took) >= 15 and len(asked) >= len(took)  # k >= 1 in about two thirds of the tasks
+    early = {r["messages"][-1]["content"] for r in rows if r["step"] < 2}
+    assert all(m[-1]["content"] in early for m in asked)  # asked on the rows' own prompts, before step k <= 2
+    assert not any("skill" in m[-1]["content"].lower() for m in asked)
+    first = {r["task_id"]: r["response"] for r in randomly if r["step"] == 0}
+    assert all(r["response"] == first[r["task_id"]] for r in rows if r["step"] == 0)
+    assert all("zzz" not in r["response"] for r in rows)  # never a label
+
+
 def test_start_demonstrations_are_the_start_models_own_greedy_answers(tiny_model, tiny_tokenizer):
     """demo_source: start labels each plain step prompt the model saw with what the model itself answered
     there greedily (its invalid answers too), never the expert's action or a skill."""
@@ -212,6 +242,29 @@ def test_demo_source_start_plays_the_start_model_instead_of_the_expert(monkeypat
     ids = list(build_panel("household", "train", None, prior_seed=0).task_ids)
     assert seen["args"][:3] == ("household", {"prior_seed": 0}, ids[:3])  # env.kwargs: no expert option
     assert seen["args"][3] is trained.value.args[0]  # the model that is then trained plays
+
+
+def test_skill_demo_prefix_source_start_hands_the_start_model_to_the_skill_demonstrations(monkeypatch, tmp_path):
+    from seedrl.config import SFTConfig
+    from seedrl.train import sft
+
+    seen = {}
+
+    def skill_rows(*a, prefix_policy=None, **k):
+        seen["policy"] = prefix_policy
+        return [{"messages": [{"role": "user", "content": "x"}], "response": "<action>look</action>"}]
+
+    monkeypatch.setattr(sft, "skill_demonstrations", skill_rows)
+    monkeypatch.setattr(sft, "sft_train", lambda model, *a, **k: (_ for _ in ()).throw(RuntimeError(model)))
+    base = {"run_dir": str(tmp_path / "r"), "model": {"name": "tiny-micro"}, "demo_tasks": 1, "skill_demo_tasks": 2,
+            "skill_demo_random_prefix": 2, "env": {"name": "household", "kwargs": {"prior_seed": 0}},
+            "eval": {"num_tasks": 0}}
+    for source, expect in (("random", False), ("start", True)):
+        with pytest.raises(RuntimeError):
+            sft.run_sft(SFTConfig.model_validate(base | {"skill_demo_prefix_source": source}))
+        assert (seen["policy"] is not None) == expect, source
+    answer = seen["policy"]([{"role": "user", "content": "Your task is to: find a apple."}])
+    assert isinstance(answer, str)  # the start model's greedy answer
 
 
 def test_an_empty_data_file_is_named_not_the_expert(tmp_path):
