@@ -469,6 +469,14 @@ class SFTConfig(_Strict):
     #: skill-free play reaches, where a follow-rate probe asks (e.g. standing where it would "take" an
     #: object that is not there)
     skill_demo_prefix_source: Literal["random", "start"] = "random"
+    #: also train on counterfactual pairs (seedrl.train.sft.counterfactual_skill_demonstrations) at the states
+    #: of the start model's (``model.name``) own greedy skill-free episodes on this many train tasks: at each
+    #: of the first ``counterfactual_decisions`` states, ``counterfactual_per_state`` skills naming other
+    #: plausible places (the env oracle's counterfactual skills), each labelled with the action that goes
+    #: there, so the skill, not the start's habit at that state, decides the target. 0: off
+    counterfactual_demo_tasks: NonNegInt = 0
+    counterfactual_decisions: PosInt = 3
+    counterfactual_per_state: PosInt = 2
     #: who plays and labels the skill-free demonstrations: ``expert`` (the env's expert with
     #: ``demo_env_kwargs`` and ``demo_noise``) or ``start``: the start model's (``model.name``) own greedy
     #: episodes on the same train tasks, labelled with its own responses (self-distillation), so a

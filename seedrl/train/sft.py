@@ -22,7 +22,7 @@ import random
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -30,6 +30,7 @@ from seedrl.agent.parsing import decision_mask
 from seedrl.agent.prompts import HistoryItem, build_step_prompt, step_messages
 from seedrl.algos import smoothed_nll, token_mean
 from seedrl.config import SFTConfig, save_config
+from seedrl.envs.oracle import norm
 from seedrl.envs.panels import build_panel
 from seedrl.envs.registry import env_class, make_env
 from seedrl.errors import SeedRLError
@@ -38,6 +39,9 @@ from seedrl.models.loading import save_model
 from seedrl.models.scoring import forward_logprobs, pack, response_logits
 from seedrl.rollout.runner import encode_messages
 from seedrl.train.policy import adamw, build_policy
+
+if TYPE_CHECKING:
+    from seedrl.rollout.types import Trajectory
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +163,44 @@ def policy_demonstrations(backend, tokenizer, env_name: str, env_kwargs: dict[st
                       history_length=history_length, max_new_tokens=64, batch_size=batch_size, seed=seed)
     return [{"messages": s.messages, "response": s.response_text, "task_id": t.task_id, "step": s.step}
             for t in trajs for s in t.steps]
+
+
+def counterfactual_skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], trajs: list[Trajectory], *,
+                                        decisions: int, per_state: int, seed: int) -> list[dict[str, Any]]:
+    """Counterfactual pairs: the same state under several skills, each with its own target.
+
+    At each of the first ``decisions`` states of every trajectory in ``trajs`` (a start model's own
+    skill-free episodes: the states where a follow-rate probe asks), the env oracle's ``counterfactual``
+    hook writes ``per_state`` skills (draws ``seed * 1000 + k``; repeats of a target dropped), each saying
+    the object lay in another plausible place the episode has not yet ruled out, in the words of its
+    hindsight skills, and names the action that goes there. Each gives a row whose step prompt carries
+    that skill (SEED's teacher placement) and whose label is that action: the object could lie there in a
+    world consistent with everything observed so far, so only the skill decides the target, and it is never
+    what the start did there without a skill. Rows carry ``skill``, ``task_id``, ``step`` and ``default``
+    (the start's own action)."""
+    from seedrl.eval.skill_follow import counterfactual_decisions, has_counterfactual
+    from seedrl.skills.injection import inject_into_messages
+
+    if not has_counterfactual(env_name):
+        raise SeedRLError(f"counterfactual skill demonstrations need an env whose oracle writes counterfactual "
+                          f"skills; {env_name!r} has none")
+    env = make_env(env_name, **env_kwargs)
+    rows: list[dict[str, Any]] = []
+    seen: set[tuple[str, int, str]] = set()
+    try:
+        for k in range(per_state):
+            for d in counterfactual_decisions(env_name, env_kwargs, trajs, max_decisions=decisions,
+                                              seed=seed * 1000 + k):
+                key = (d["task_id"], d["step"], norm(d["named"]))
+                if key in seen:
+                    continue
+                seen.add(key)
+                rows.append({"messages": inject_into_messages(d["messages"], d["skill"]),
+                             "response": env.format_response(d["named"]), "task_id": d["task_id"],
+                             "step": d["step"], "skill": d["skill"], "default": d["default"]})
+    finally:
+        env.close()
+    return sorted(rows, key=lambda r: (r["task_id"], r["step"]))
 
 
 def greedy_responder(backend, tokenizer, max_new_tokens: int = 64) -> Callable[[list[dict[str, str]]], str]:
@@ -362,6 +404,19 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                       + ("of the start's own greedy actions" if cfg.skill_demo_prefix_source == "start"
                          else "random actions") + " first" if cfg.skill_demo_random_prefix else "")
                    + (f", env kwargs {cfg.skill_demo_env_kwargs})" if cfg.skill_demo_env_kwargs else ")"))
+    if cfg.counterfactual_demo_tasks:
+        from seedrl.eval.evaluate import play_once
+
+        panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
+        own = play_once(HFBackend(model, tok, bf16=bf16), tok, e.name, e.kwargs,  # still the start model
+                        list(panel.task_ids[:cfg.counterfactual_demo_tasks]), max_steps=e.max_steps,
+                        history_length=e.history_length, max_new_tokens=64, batch_size=64, seed=cfg.seed)
+        extra = counterfactual_skill_demonstrations(e.name, e.kwargs, own, decisions=cfg.counterfactual_decisions,
+                                                    per_state=cfg.counterfactual_per_state, seed=cfg.seed)
+        rows = rows + extra
+        source += (f" + {len(extra)} counterfactual skill rows at the first {cfg.counterfactual_decisions} states "
+                   f"of the start's own greedy episodes on {cfg.counterfactual_demo_tasks} tasks "
+                   f"(up to {cfg.counterfactual_per_state} skills per state)")
     if not rows:
         raise SeedRLError(f"no SFT examples: the expert of {e.name} produced no demonstration on {cfg.demo_tasks} "
                           f"{e.train_split} tasks (check env.max_steps and the env's expert, or give --data)")

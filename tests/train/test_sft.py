@@ -267,6 +267,86 @@ def test_skill_demo_prefix_source_start_hands_the_start_model_to_the_skill_demon
     assert isinstance(answer, str)  # the start model's greedy answer
 
 
+def _own_episodes(tasks: list[str], steps: int = 3):
+    """Skill-free episodes on household's train tasks, as a start model's would be (the random-order
+    searcher's greedy play), with their plain step prompts."""
+    from seedrl.envs.registry import make_env
+    from seedrl.rollout.types import StepSample, Trajectory
+    from seedrl.train.sft import expert_demonstrations
+
+    env = make_env("household", prior_seed=0)
+    rows = expert_demonstrations("household", {"prior_seed": 0, "expert": "random"}, tasks, max_steps=steps,
+                                 history_length=3, noise=0.0, seed=3)
+    trajs = {t: Trajectory(0, 0, t) for t in tasks}
+    for r in rows:
+        trajs[r["task_id"]].steps.append(StepSample([1], [1], [0.0], 0, 0, r["step"], 0.0, True,
+                                                    messages=r["messages"], action=env.parse_action(r["response"])))
+    return list(trajs.values())
+
+
+def test_counterfactual_pairs_show_one_state_under_two_skills_with_two_targets():
+    """Each row is a state of the start's own episode with a counterfactual skill in SEED's teacher placement,
+    labelled with the action the skill names: never the start's own action there, and two skills at one
+    state name two places."""
+    from seedrl.envs.oracle import norm
+    from seedrl.envs.panels import build_panel
+    from seedrl.envs.registry import make_env
+    from seedrl.skills.injection import inject_into_messages
+    from seedrl.train.sft import counterfactual_skill_demonstrations
+
+    tasks = list(build_panel("household", "train", None, prior_seed=0).task_ids[:20])
+    trajs = _own_episodes(tasks)
+    own = {(t.task_id, s.step): s for t in trajs for s in t.steps}
+    rows = counterfactual_skill_demonstrations("household", {"prior_seed": 0}, trajs, decisions=3, per_state=2,
+                                               seed=0)
+    env = make_env("household", prior_seed=0)
+    assert len(rows) >= 60 and {r["step"] for r in rows} == {0, 1, 2}
+    for r in rows:
+        s = own[(r["task_id"], r["step"])]
+        assert r["messages"] == inject_into_messages(s.messages, r["skill"])  # the start's own state, plus the skill
+        named = env.parse_action(r["response"])
+        assert named.startswith("go to ") and norm(named) != norm(s.action) and r["default"] == s.action
+        assert f"was in {named[len('go to '):]}." in r["skill"]  # the label goes where the skill says
+    targets: dict[tuple[str, int], set[str]] = {}
+    for r in rows:
+        targets.setdefault((r["task_id"], r["step"]), set()).add(r["response"])
+    assert sum(len(v) == 2 for v in targets.values()) >= 20 and max(len(v) for v in targets.values()) == 2
+    one = counterfactual_skill_demonstrations("household", {"prior_seed": 0}, trajs, decisions=1, per_state=1,
+                                              seed=0)
+    assert {r["step"] for r in one} == {0} and len(one) == len({r["task_id"] for r in one})
+
+
+def test_counterfactual_demo_tasks_play_the_start_model_on_plain_prompts(monkeypatch, tmp_path):
+    from seedrl.config import SFTConfig
+    from seedrl.envs.panels import build_panel
+    from seedrl.eval import evaluate
+    from seedrl.train import sft
+
+    seen = {}
+    tasks = list(build_panel("household", "train", None, prior_seed=0).task_ids)
+
+    def play(backend, tok, env_name, env_kwargs, task_ids, **kw):
+        seen["play"] = (env_name, dict(env_kwargs), list(task_ids), backend.model)
+        return _own_episodes(list(task_ids))
+
+    monkeypatch.setattr(evaluate, "play_once", play)
+    monkeypatch.setattr(sft, "sft_train", lambda model, tok, pairs, **k: (_ for _ in ()).throw(
+        RuntimeError(model, len(pairs))))
+    cfg = SFTConfig.model_validate({
+        "run_dir": str(tmp_path / "r"), "model": {"name": "tiny-micro"}, "demo_tasks": 2,
+        "env": {"name": "household", "kwargs": {"prior_seed": 0}, "max_steps": 3}, "eval": {"num_tasks": 0},
+        "demo_env_kwargs": {"expert": "random"}, "counterfactual_demo_tasks": 6, "counterfactual_per_state": 2})
+    with pytest.raises(RuntimeError) as trained:
+        sft.run_sft(cfg)
+    assert seen["play"][:3] == ("household", {"prior_seed": 0}, tasks[:6])  # env.kwargs: no expert option
+    assert seen["play"][3] is trained.value.args[0]  # the model then trained played, before training
+    plain = len(sft.expert_demonstrations("household", {"prior_seed": 0, "expert": "random"}, tasks[:2],
+                                          max_steps=3, history_length=3, noise=0.1, seed=0))
+    cf = sft.counterfactual_skill_demonstrations("household", {"prior_seed": 0}, _own_episodes(tasks[:6]),
+                                                 decisions=3, per_state=2, seed=0)
+    assert trained.value.args[1] == plain + len(cf) and len(cf) >= 20
+
+
 def test_an_empty_data_file_is_named_not_the_expert(tmp_path):
     """`run_sft` with a data file of blank lines (the CLI refuses it earlier, see tests/test_bad_inputs.py)."""
     from seedrl.config import SFTConfig
