@@ -51,6 +51,19 @@ def probe(checkpoint: str, plain: str, out: Path, args: argparse.Namespace) -> t
     return json.loads(out.read_text()), cmd
 
 
+def twin_eval(twin: str, out: Path, args: argparse.Namespace) -> tuple[dict, list[str]]:
+    """The twin's skill-free greedy play on the same panels and tasks (``seedrl eval``)."""
+    cmd = ["seedrl", "eval", "--checkpoint", twin, "--env", args.env, "--env-kwargs", args.env_kwargs,
+           *[x for sp in args.split for x in ("--split", sp)], "--max-steps", str(args.max_steps),
+           "--history-length", str(args.history_length), "--num-tasks", str(args.num_tasks),
+           "--batch-size", str(args.batch_size), "--out", str(out)]
+    if args.panel_size is not None:
+        cmd[-2:-2] = ["--panel-size", str(args.panel_size)]
+    if not out.exists():
+        subprocess.run([sys.executable, "-m", "seedrl.cli", *cmd[1:]], check=True, cwd=ROOT)
+    return json.loads(out.read_text()), cmd
+
+
 def acceptance(panel: dict) -> dict:
     return {"follow_rate>=0.8": panel["follow_rate"] is not None and panel["follow_rate"] >= 0.8,
             "oracle_lift>=0.20": panel["oracle_lift"] >= 0.20, "mcnemar_p<0.001": panel["mcnemar_p"] < 0.001,
@@ -71,6 +84,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--panel-size", type=int, default=None,
                     help="build each panel with N tasks (household generates them; its default panel, 128, is the "
                     "first 128): with --num-tasks N, harm on more games than the default panel holds")
+    ap.add_argument("--twin", default=None,
+                    help="the plain start trained on the literate start's skill-free rows alone, as long (a model "
+                    "folder): harm_twin, the start's skill-free success minus the twin's, is what the skill rows "
+                    "cost, apart from what the extra training did")
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--follow-decisions", type=int, default=3)
     args = ap.parse_args(argv)
@@ -91,17 +108,31 @@ def main(argv: list[str] | None = None) -> dict:
                 "success_without_skill": pp["success_without_skill"], "success_with_skill": pp["success_with_skill"],
                 "teacher_argmax_differs_frac": pp["teacher_argmax_differs_frac"]},
             "num_tasks": lp["num_tasks"], "panel_hash": lp["panel_hash"]}
+    commands = [shlex.join(cmd_l), shlex.join(cmd_p)]
+    if args.twin:
+        from seedrl.experiments.stats import paired_outcomes
+
+        twin, cmd_t = twin_eval(args.twin, args.out / "twin.json", args)
+        commands.append(shlex.join(cmd_t))
+        for sp in args.split:
+            tw = {t["task_id"]: bool(t["won"]) for t in twin["panels"][sp]["tasks"]}
+            h = paired_outcomes(tw, {t["task_id"]: bool(t["won"]) for t in literate["panels"][sp]["tasks"]})
+            panels[sp] |= {"harm_twin": h["diff"], "harm_twin_mcnemar_p": h["p"],
+                           "success_twin": twin["panels"][sp]["success_rate"]}
     first = panels[args.split[0]]
     summary = {k: first[k] for k in KEYS} | {
         "panel": args.split[0], "acceptance": acceptance(first), "panels": panels,
         "start": {"path": args.start, "sha256": weight_fingerprint(Path(args.start))[0]},
         "plain": {"path": args.plain, "sha256": weight_fingerprint(Path(args.plain))[0]},
         "machine": machine_info(), "precision": literate["precision"], "commit": git_commit(),
-        "commands": [shlex.join(cmd_l), shlex.join(cmd_p)],
+        **({"twin": {"path": args.twin, "sha256": weight_fingerprint(Path(args.twin))[0]},
+            "harm_twin": first["harm_twin"]} if args.twin else {}),
+        "commands": commands,
         "note": "follow_rate: switches to the action a counterfactual skill names (another plausible "
                 "receptacle), among decisions where it differs from the start's own; oracle_lift: paired success "
                 "with the oracle's correct hindsight skill minus without, on the same tasks; harm: skill-free "
-                "success minus the plain start's."}
+                "success minus the plain start's; harm_twin (with --twin): minus the twin's, the plain start trained as "
+                "long on the skill-free rows alone."}
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: summary[k] for k in (*KEYS, "acceptance")}, indent=1))
     return summary

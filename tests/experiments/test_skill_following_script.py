@@ -46,3 +46,27 @@ def test_summary_is_the_evals_numbers_with_both_starts_fingerprints(tmp_path, ti
     assert s["start"]["sha256"] == starts["start"] and s["plain"]["sha256"] == starts["plain"]
     assert s["machine"]["cpu_bf16"] and "--against" in s["commands"][0] and s["panel"] == "valid_seen"
     assert json.loads((out / "summary.json").read_text()) == json.loads(json.dumps(s))
+
+
+def test_harm_twin_pairs_the_starts_skill_free_wins_with_the_twins(monkeypatch, tmp_path):
+    """--twin: harm_twin is the start's skill-free success minus the twin's on the same tasks (sign, pairing
+    and p), beside the plain start's harm, which stays the eval's."""
+    mod = _script()
+    start = [True, True, True, False, False, True]  # the literate start without a skill
+    twin = [False, True, False, False, False, True]  # 2 won by the start only, 0 by the twin only
+    panel = {"follow_rate": 0.9, "oracle_lift": 0.3, "mcnemar_p": 1e-4, "harm": 0.05, "follow": {"decisions": 7},
+             "success_without_skill": 4 / 6, "success_with_skill": 1.0, "won_only_with_skill": 2,
+             "won_only_without_skill": 0, "against": {"success": 0.5, "mcnemar_p": 0.6},
+             "teacher_argmax_differs_frac": 0.1, "num_tasks": 6, "panel_hash": "h",
+             "tasks": [{"task_id": f"t{i}", "won": w} for i, w in enumerate(start)]}
+    monkeypatch.setattr(mod, "probe", lambda ck, plain, out, args: ({"panels": {"valid_seen": panel},
+                                                                    "precision": "bf16"}, ["seedrl", "eval"]))
+    monkeypatch.setattr(mod, "twin_eval", lambda ck, out, args: ({"panels": {"valid_seen": {
+        "success_rate": 2 / 6, "tasks": [{"task_id": f"t{i}", "won": w} for i, w in reversed(list(enumerate(twin)))]}}},
+        ["seedrl", "eval", "--checkpoint", ck]))
+    monkeypatch.setattr(mod, "weight_fingerprint", lambda p: (str(p), 0))
+    s = mod.main(["--start", "s", "--plain", "p", "--twin", "tw", "--out", str(tmp_path), "--split", "valid_seen"])
+    p = s["panels"]["valid_seen"]
+    assert p["harm_twin"] == s["harm_twin"] == pytest.approx(2 / 6) and p["harm_twin_mcnemar_p"] == 0.5
+    assert p["success_twin"] == pytest.approx(2 / 6) and s["harm"] == 0.05 and s["twin"]["path"] == "tw"
+    assert s["commands"][-1] == "seedrl eval --checkpoint tw"
