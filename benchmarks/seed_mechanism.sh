@@ -6,6 +6,8 @@
 # after every iteration (9 points). Methods: grpo; seed+self (SEED, the policy writes its skills); seed+oracle
 # (positive control: the oracle's correct skills); seed_nogate+self; sdar and grpo_opsd (static skill files).
 # No arm replays demonstrations, so there is no replay-only arm.
+# OUT, START, BUDGET, GAMES and METHODS (environment) change the folder, the start, the episodes per cell, the games
+# per iteration and the methods (seed_mechanism_s2: OUT=benchmarks/results/seed_mechanism_s2 START=<S2> BUDGET=256 GAMES=8).
 # Usage (cells are resumable; run at most two at a time, one torch thread each):
 #   bash benchmarks/seed_mechanism.sh cell METHOD SEED     e.g. cell seed+self 0
 #   bash benchmarks/seed_mechanism.sh grid [SEEDS] [JOBS]  every method for seeds 0..SEEDS-1 (default 5, 2 jobs)
@@ -13,12 +15,14 @@
 set -euo pipefail
 OUT=${OUT:-benchmarks/results/seed_mechanism}
 START=${START:-runs/household_stage1_sft/model}
-METHODS="grpo seed+self seed+oracle seed_nogate+self sdar grpo_opsd"
+BUDGET=${BUDGET:-128}  # episodes per cell
+GAMES=${GAMES:-4}      # games per iteration (x group 4 episodes)
+METHODS=${METHODS:-"grpo seed+self seed+oracle seed_nogate+self sdar grpo_opsd"}
 compare() {
-  .venv/bin/seedrl compare --config configs/household_grpo.yaml --budget-episodes 128 --eval-every 1 \
+  .venv/bin/seedrl compare --config configs/household_grpo.yaml --budget-episodes "$BUDGET" --eval-every 1 \
     --out "$OUT" --runs-dir "runs/compare/$(basename "$OUT")" --split valid_seen --split valid_unseen \
     --efficiency-split valid_seen --set "model.name=$START" --set torch_threads=1 \
-    --set rollout.tasks_per_batch=4 --set rollout.group_size=4 --set optim.lr=1e-4 --set optim.ppo_epochs=2 \
+    --set "rollout.tasks_per_batch=$GAMES" --set rollout.group_size=4 --set optim.lr=1e-4 --set optim.ppo_epochs=2 \
     --set eval.num_tasks=48 --set eval.batch_size=48 --set save_every=0 --set log.progress=false "$@"
 }
 case ${1:-} in
