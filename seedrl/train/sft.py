@@ -165,6 +165,17 @@ def policy_demonstrations(backend, tokenizer, env_name: str, env_kwargs: dict[st
             for t in trajs for s in t.steps]
 
 
+def require_counterfactual(env_name: str) -> None:
+    """SeedRLError naming the envs that can, unless ``env_name``'s oracle writes counterfactual skills."""
+    from seedrl.envs.registry import env_names
+    from seedrl.eval.skill_follow import has_counterfactual
+
+    if not has_counterfactual(env_name):
+        can = ", ".join(n for n in env_names() if has_counterfactual(n))
+        raise SeedRLError(f"counterfactual skill demonstrations need an env whose oracle writes counterfactual "
+                          f"skills; {env_name!r} has none (these do: {can})")
+
+
 def counterfactual_skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], trajs: list[Trajectory], *,
                                         decisions: int, per_state: int, seed: int) -> list[dict[str, Any]]:
     """Counterfactual pairs: the same state under several skills, each with its own target.
@@ -178,12 +189,10 @@ def counterfactual_skill_demonstrations(env_name: str, env_kwargs: dict[str, Any
     world consistent with everything observed so far, so only the skill decides the target, and it is never
     what the start did there without a skill. Rows carry ``skill``, ``task_id``, ``step`` and ``default``
     (the start's own action)."""
-    from seedrl.eval.skill_follow import counterfactual_decisions, has_counterfactual
+    from seedrl.eval.skill_follow import counterfactual_decisions
     from seedrl.skills.injection import inject_into_messages
 
-    if not has_counterfactual(env_name):
-        raise SeedRLError(f"counterfactual skill demonstrations need an env whose oracle writes counterfactual "
-                          f"skills; {env_name!r} has none")
+    require_counterfactual(env_name)
     env = make_env(env_name, **env_kwargs)
     rows: list[dict[str, Any]] = []
     seen: set[tuple[str, int, str]] = set()
@@ -407,6 +416,7 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     if cfg.counterfactual_demo_tasks:
         from seedrl.eval.evaluate import play_once
 
+        require_counterfactual(e.name)  # before the start plays
         panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
         own = play_once(HFBackend(model, tok, bf16=bf16), tok, e.name, e.kwargs,  # still the start model
                         list(panel.task_ids[:cfg.counterfactual_demo_tasks]), max_steps=e.max_steps,

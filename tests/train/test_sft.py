@@ -407,3 +407,17 @@ def test_sft_config_refuses_two_warmups_and_the_alfworld_stage1_preset_follows_v
         load_config(SFTConfig, None, ["warmup_ratio=0.1"])  # warmup_steps keeps its default 20
     c = load_config(SFTConfig, Path(__file__).parents[2] / "configs" / "alfworld_stage1_sft.yaml")
     assert (c.warmup_steps, c.warmup_ratio, c.lr_floor, c.betas, c.weight_decay) == (0, 0.1, 0.0, (0.9, 0.95), 0.01)
+
+
+def test_counterfactual_pairs_on_an_env_without_counterfactual_skills_name_the_envs_that_have_them(tmp_path):
+    from seedrl.config import SFTConfig
+    from seedrl.errors import SeedRLError
+    from seedrl.train.sft import counterfactual_skill_demonstrations, run_sft
+
+    with pytest.raises(SeedRLError, match=r"'search' has none \(these do: .*household.*sokoban"):
+        counterfactual_skill_demonstrations("search", {}, [], decisions=1, per_state=1, seed=0)
+    cfg = SFTConfig.model_validate({"run_dir": str(tmp_path / "r"), "model": {"name": "tiny-micro"}, "demo_tasks": 1,
+                                    "env": {"name": "search"}, "eval": {"num_tasks": 0},
+                                    "counterfactual_demo_tasks": 2})
+    with pytest.raises(SeedRLError, match="'search' has none"):
+        run_sft(cfg)
