@@ -38,30 +38,30 @@ from seedrl.provenance import git_commit  # noqa: E402
 KEYS = ("follow_rate", "oracle_lift", "mcnemar_p", "harm")
 
 
-def probe(checkpoint: str, plain: str, out: Path, args: argparse.Namespace) -> tuple[dict, list[str]]:
+def seedrl_eval(checkpoint: str, out: Path, args: argparse.Namespace, skills: list[str] = (),
+                follow: list[str] = ()) -> tuple[dict, list[str]]:
+    """``seedrl eval`` of ``checkpoint`` on the panels and tasks of ``args`` (run unless ``out`` exists), with
+    ``skills`` and ``follow`` options; its result and its command."""
     cmd = ["seedrl", "eval", "--checkpoint", checkpoint, "--env", args.env, "--env-kwargs", args.env_kwargs,
            *[x for sp in args.split for x in ("--split", sp)], "--max-steps", str(args.max_steps),
-           "--history-length", str(args.history_length), "--with-skills", "oracle", "--against", plain,
-           "--num-tasks", str(args.num_tasks), "--batch-size", str(args.batch_size),
-           "--follow-decisions", str(args.follow_decisions), "--out", str(out)]
+           "--history-length", str(args.history_length), *skills, "--num-tasks", str(args.num_tasks),
+           "--batch-size", str(args.batch_size), *follow, "--out", str(out)]
     if args.panel_size is not None:
         cmd[-2:-2] = ["--panel-size", str(args.panel_size)]
     if not out.exists():
         subprocess.run([sys.executable, "-m", "seedrl.cli", *cmd[1:]], check=True, cwd=ROOT)
     return json.loads(out.read_text()), cmd
+
+
+def probe(checkpoint: str, plain: str, out: Path, args: argparse.Namespace) -> tuple[dict, list[str]]:
+    """The skill-lift and follow probe of ``checkpoint``, its harm against ``plain``."""
+    return seedrl_eval(checkpoint, out, args, ["--with-skills", "oracle", "--against", plain],
+                       ["--follow-decisions", str(args.follow_decisions)])
 
 
 def twin_eval(twin: str, out: Path, args: argparse.Namespace) -> tuple[dict, list[str]]:
-    """The twin's skill-free greedy play on the same panels and tasks (``seedrl eval``)."""
-    cmd = ["seedrl", "eval", "--checkpoint", twin, "--env", args.env, "--env-kwargs", args.env_kwargs,
-           *[x for sp in args.split for x in ("--split", sp)], "--max-steps", str(args.max_steps),
-           "--history-length", str(args.history_length), "--num-tasks", str(args.num_tasks),
-           "--batch-size", str(args.batch_size), "--out", str(out)]
-    if args.panel_size is not None:
-        cmd[-2:-2] = ["--panel-size", str(args.panel_size)]
-    if not out.exists():
-        subprocess.run([sys.executable, "-m", "seedrl.cli", *cmd[1:]], check=True, cwd=ROOT)
-    return json.loads(out.read_text()), cmd
+    """The twin's skill-free greedy play on the same panels and tasks."""
+    return seedrl_eval(twin, out, args)
 
 
 def acceptance(panel: dict) -> dict:
