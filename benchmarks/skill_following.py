@@ -38,8 +38,8 @@ from seedrl.provenance import git_commit  # noqa: E402
 KEYS = ("follow_rate", "oracle_lift", "mcnemar_p", "harm")
 
 
-def seedrl_eval(checkpoint: str, out: Path, args: argparse.Namespace, skills: list[str] = (),
-                follow: list[str] = ()) -> tuple[dict, list[str]]:
+def seedrl_eval(checkpoint: str, out: Path, args: argparse.Namespace, skills: tuple[str, ...] = (),
+                follow: tuple[str, ...] = ()) -> tuple[dict, list[str]]:
     """``seedrl eval`` of ``checkpoint`` on the panels and tasks of ``args`` (run unless ``out`` exists), with
     ``skills`` and ``follow`` options; its result and its command."""
     cmd = ["seedrl", "eval", "--checkpoint", checkpoint, "--env", args.env, "--env-kwargs", args.env_kwargs,
@@ -55,8 +55,8 @@ def seedrl_eval(checkpoint: str, out: Path, args: argparse.Namespace, skills: li
 
 def probe(checkpoint: str, plain: str, out: Path, args: argparse.Namespace) -> tuple[dict, list[str]]:
     """The skill-lift and follow probe of ``checkpoint``, its harm against ``plain``."""
-    return seedrl_eval(checkpoint, out, args, ["--with-skills", "oracle", "--against", plain],
-                       ["--follow-decisions", str(args.follow_decisions)])
+    return seedrl_eval(checkpoint, out, args, ("--with-skills", "oracle", "--against", plain),
+                       ("--follow-decisions", str(args.follow_decisions)))
 
 
 def twin_eval(twin: str, out: Path, args: argparse.Namespace) -> tuple[dict, list[str]]:

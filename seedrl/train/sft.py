@@ -212,11 +212,13 @@ def counterfactual_skill_demonstrations(env_name: str, env_kwargs: dict[str, Any
     return sorted(rows, key=lambda r: (r["task_id"], r["step"]))
 
 
-def greedy_responder(backend, tokenizer, max_new_tokens: int = 64) -> Callable[[list[dict[str, str]]], str]:
-    """A model's greedy answer to one step's chat messages, as evaluation generates it."""
+def greedy_responder(backend, tokenizer, max_new_tokens: int = 64,
+                     stop: tuple[str, ...] = ()) -> Callable[[list[dict[str, str]]], str]:
+    """A model's greedy answer to one step's chat messages, as evaluation generates it (``stop``: the
+    env's stop strings, as evaluation passes them)."""
     from seedrl.rollout.backends import SamplingParams
 
-    params = SamplingParams(max_new_tokens=max_new_tokens, greedy=True)
+    params = SamplingParams(max_new_tokens=max_new_tokens, greedy=True, stop=list(stop))
 
     def respond(messages: list[dict[str, str]]) -> str:
         return backend.generate([encode_messages(tokenizer, messages)], params, seed=0)[0].text
@@ -404,7 +406,8 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                                      noise=cfg.demo_noise if cfg.skill_demo_noise is None else cfg.skill_demo_noise,
                                      attempt_noise=cfg.skill_attempt_noise, seed=cfg.seed,
                                      random_prefix=cfg.skill_demo_random_prefix,
-                                     prefix_policy=greedy_responder(HFBackend(model, tok, bf16=bf16), tok)
+                                     prefix_policy=greedy_responder(HFBackend(model, tok, bf16=bf16), tok,
+                                                                    stop=tuple(env_class(e.name).stop))
                                      if cfg.skill_demo_prefix_source == "start" else None)
         rows = rows + extra
         source += (f" + {len(extra)} skill-conditioned demonstrations from {cfg.skill_demo_tasks} tasks "

@@ -59,14 +59,21 @@ def test_harm_twin_pairs_the_starts_skill_free_wins_with_the_twins(monkeypatch, 
              "won_only_without_skill": 0, "against": {"success": 0.5, "mcnemar_p": 0.6},
              "teacher_argmax_differs_frac": 0.1, "num_tasks": 6, "panel_hash": "h",
              "tasks": [{"task_id": f"t{i}", "won": w} for i, w in enumerate(start)]}
-    monkeypatch.setattr(mod, "probe", lambda ck, plain, out, args: ({"panels": {"valid_seen": panel},
-                                                                    "precision": "bf16"}, ["seedrl", "eval"]))
-    monkeypatch.setattr(mod, "twin_eval", lambda ck, out, args: ({"panels": {"valid_seen": {
-        "success_rate": 2 / 6, "tasks": [{"task_id": f"t{i}", "won": w} for i, w in reversed(list(enumerate(twin)))]}}},
-        ["seedrl", "eval", "--checkpoint", ck]))
+    def tasks(wins):
+        return [{"task_id": f"t{i}", "won": w} for i, w in reversed(list(enumerate(wins)))]
+
+    every = [True] * 6  # on valid_unseen both win every game: harm 0, unless a side reads the other panel
+    panels = {"valid_seen": panel, "valid_unseen": panel | {"tasks": tasks(every)}}
+    monkeypatch.setattr(mod, "probe", lambda ck, plain, out, args: ({"panels": panels, "precision": "bf16"},
+                                                                    ["seedrl", "eval"]))
+    monkeypatch.setattr(mod, "twin_eval", lambda ck, out, args: ({"panels": {
+        "valid_seen": {"success_rate": 2 / 6, "tasks": tasks(twin)},
+        "valid_unseen": {"success_rate": 1.0, "tasks": tasks(every)}}}, ["seedrl", "eval", "--checkpoint", ck]))
     monkeypatch.setattr(mod, "weight_fingerprint", lambda p: (str(p), 0))
-    s = mod.main(["--start", "s", "--plain", "p", "--twin", "tw", "--out", str(tmp_path), "--split", "valid_seen"])
+    s = mod.main(["--start", "s", "--plain", "p", "--twin", "tw", "--out", str(tmp_path), "--split", "valid_seen",
+                  "--split", "valid_unseen"])
     p = s["panels"]["valid_seen"]
     assert p["harm_twin"] == s["harm_twin"] == pytest.approx(2 / 6) and p["harm_twin_mcnemar_p"] == 0.5
     assert p["success_twin"] == pytest.approx(2 / 6) and s["harm"] == 0.05 and s["twin"]["path"] == "tw"
+    assert s["panels"]["valid_unseen"]["harm_twin"] == 0  # each panel paired with its own
     assert s["commands"][-1] == "seedrl eval --checkpoint tw"

@@ -267,6 +267,29 @@ def test_skill_demo_prefix_source_start_hands_the_start_model_to_the_skill_demon
     assert isinstance(answer, str)  # the start model's greedy answer
 
 
+def test_the_greedy_responder_answers_as_evaluation_plays(tiny_model, tiny_tokenizer):
+    """skill_demo_prefix_source: start asks greedy_responder at each step; its answer to a step prompt is
+    what the start's greedy evaluation play answered there (policy_demonstrations' rows)."""
+    from seedrl.envs.panels import build_panel
+    from seedrl.envs.registry import env_class
+    from seedrl.rollout.backends import HFBackend
+    from seedrl.train.sft import greedy_responder, policy_demonstrations
+
+    backend = HFBackend(tiny_model, tiny_tokenizer)
+    asked = []
+    generate = backend.generate
+    backend.generate = lambda prompts, params, seed: asked.append(params) or generate(prompts, params, seed)
+    tasks = list(build_panel("household", "train", None, prior_seed=0).task_ids[:3])
+    rows = policy_demonstrations(backend, tiny_tokenizer, "household", {"prior_seed": 0}, tasks, max_steps=1,
+                                 history_length=3, seed=7)
+    respond = greedy_responder(backend, tiny_tokenizer, stop=tuple(env_class("household").stop))
+    asked.clear()
+    assert [respond(r["messages"]) for r in rows] == [r["response"] for r in rows]
+    assert asked and all(p.greedy and p.stop == list(env_class("household").stop) for p in asked)  # as play stops
+    greedy_responder(backend, tiny_tokenizer, stop=("</search>", "</answer>"))(rows[0]["messages"])
+    assert asked[-1].stop == ["</search>", "</answer>"]  # another env's stop strings, not the default
+
+
 def _own_episodes(tasks: list[str], steps: int = 3):
     """Skill-free episodes on household's train tasks, as a start model's would be (the random-order
     searcher's greedy play), with their plain step prompts."""
@@ -330,21 +353,32 @@ def test_counterfactual_demo_tasks_play_the_start_model_on_plain_prompts(monkeyp
         return _own_episodes(list(task_ids))
 
     monkeypatch.setattr(evaluate, "play_once", play)
+    real = sft.counterfactual_skill_demonstrations
+
+    def spy(env_name, env_kwargs, trajs, **kw):
+        seen["cf"] = (env_name, dict(env_kwargs), [t.task_id for t in trajs], kw)
+        return real(env_name, env_kwargs, trajs, **kw)
+
+    monkeypatch.setattr(sft, "counterfactual_skill_demonstrations", spy)
     monkeypatch.setattr(sft, "sft_train", lambda model, tok, pairs, **k: (_ for _ in ()).throw(
         RuntimeError(model, len(pairs))))
     cfg = SFTConfig.model_validate({
         "run_dir": str(tmp_path / "r"), "model": {"name": "tiny-micro"}, "demo_tasks": 2,
         "env": {"name": "household", "kwargs": {"prior_seed": 0}, "max_steps": 3}, "eval": {"num_tasks": 0},
-        "demo_env_kwargs": {"expert": "random"}, "counterfactual_demo_tasks": 6, "counterfactual_per_state": 2})
+        "demo_env_kwargs": {"expert": "random"}, "counterfactual_demo_tasks": 6, "counterfactual_decisions": 2,
+        "counterfactual_per_state": 1, "seed": 1})
     with pytest.raises(RuntimeError) as trained:
         sft.run_sft(cfg)
     assert seen["play"][:3] == ("household", {"prior_seed": 0}, tasks[:6])  # env.kwargs: no expert option
     assert seen["play"][3] is trained.value.args[0]  # the model then trained played, before training
     plain = len(sft.expert_demonstrations("household", {"prior_seed": 0, "expert": "random"}, tasks[:2],
-                                          max_steps=3, history_length=3, noise=0.1, seed=0))
-    cf = sft.counterfactual_skill_demonstrations("household", {"prior_seed": 0}, _own_episodes(tasks[:6]),
-                                                 decisions=3, per_state=2, seed=0)
-    assert trained.value.args[1] == plain + len(cf) and len(cf) >= 20
+                                          max_steps=3, history_length=3, noise=0.1, seed=1))
+    assert seen["cf"] == ("household", {"prior_seed": 0}, tasks[:6], {"decisions": 2, "per_state": 1, "seed": 1})
+    cf = {(d, k): len(real("household", {"prior_seed": 0}, _own_episodes(tasks[:6]),
+                                                             decisions=d, per_state=k, seed=1))
+          for d, k in ((2, 1), (3, 2), (2, 2), (3, 1))}
+    assert len(set(cf.values())) == 4  # each option changes the rows, so the count shows which were used
+    assert trained.value.args[1] == plain + cf[(2, 1)]
 
 
 def test_an_empty_data_file_is_named_not_the_expert(tmp_path):
