@@ -9,7 +9,8 @@
 # OUT, START, BUDGET, GAMES and METHODS (environment) change the folder, the start, the episodes per cell, the games
 # per iteration and the methods (seed_mechanism_s2: OUT=benchmarks/results/seed_mechanism_s2 START=<S2> BUDGET=256 GAMES=8).
 # Usage (cells are resumable; run at most two at a time, one torch thread each):
-#   bash benchmarks/seed_mechanism.sh cell METHOD SEED     e.g. cell seed+self 0
+#   bash benchmarks/seed_mechanism.sh cell METHOD SEED     e.g. cell seed+self 0; METHOD@C sets algo.opd_coef=C
+#                                                          (cell seed+oracle@0.1 0 is the cell seed+oracle_opd0.1-seed0)
 #   bash benchmarks/seed_mechanism.sh grid [SEEDS] [JOBS]  every method for seeds 0..SEEDS-1 (default 5, 2 jobs)
 #   bash benchmarks/seed_mechanism.sh report
 set -euo pipefail
@@ -28,14 +29,18 @@ compare() {
 case ${1:-} in
   cell)
     method=$2; seed=$3; shift 3
+    coef=""; [[ $method == *@* ]] && { coef=${method#*@}; method=${method%@*}; }
     algo=${method%%+*}; tag=""; [[ $method == *+* ]] && tag=${method#*+}
     extra=()
     case $tag in
-      self) extra=(--tag self --set skills.analyzer=self) ;;
-      oracle) extra=(--tag oracle --set skills.analyzer=oracle) ;;
+      self) extra=(--set skills.analyzer=self) ;;
+      oracle) extra=(--set skills.analyzer=oracle) ;;
       "") ;;
       *) echo "unknown variant $tag (self | oracle)" >&2; exit 2 ;;
     esac
+    # METHOD@C: the same method at algo.opd_coef=C, its own cells (<algo>+<tag>_opdC)
+    [[ -n $coef ]] && { extra+=(--set "algo.opd_coef=$coef"); tag="${tag:+${tag}_}opd$coef"; }
+    [[ -n $tag ]] && extra=(--tag "$tag" "${extra[@]}")
     compare --algos "$algo" --seeds "$seed," "${extra[@]}" "$@" ;;
   grid)
     seeds=${2:-5}; jobs=${3:-2}

@@ -11,6 +11,12 @@ iteration, token by token) and reports, over the response tokens with a teacher 
   and the gate's departure from the uniform 0.5 of ``seed_nogate``/``grpo_opsd``, plain and weighted;
 - token counts, tail tokens and mean shift by token kind (markup such as ``<action>``, digits,
   words, other) and by the trajectory's outcome;
+- on the decision tokens (the content of the ``<action>`` block) apart from the format tokens: the
+  shift's agreement with the advantage's sign and with the episode's outcome (won +1, lost -1), and the
+  share of decision tokens whose advantage sign contradicts their episode's outcome (a group whose
+  episodes all won or all lost ranks them by the invalid-action penalty alone);
+- for ``go to X`` actions in runs whose skills say where the object was (``was in X``: household's
+  oracle and Stage-1 skills), the shift and gate by whether the action goes there, and by outcome;
 - the largest shifts with their step's action, advantage, outcome and skill, to read by eye.
 
     python benchmarks/teacher_tail.py runs/compare/sokoban66/seed+oracle_opd1-seed3 [--tail 1.0] [--top 15]
@@ -45,6 +51,7 @@ def token_kind(tok: str) -> str:
 
 def shifted_tokens(run_dirs: list[Path]) -> list[dict]:
     """One row per response token with a teacher log-prob, over every trace of the runs."""
+    from seedrl.agent.parsing import action_span
     from seedrl.train.traces import trace_files
 
     rows = []
@@ -59,10 +66,17 @@ def shifted_tokens(run_dirs: list[Path]) -> list[dict]:
                     if not s.get("teacher_logp") or not s.get("old_logp"):
                         continue
                     gates = s.get("gate") or [None] * len(s["tokens"])
+                    span = action_span("".join(s["tokens"])) or (0, 0)
+                    place = re.search(r"was in (\w+ \d+)", t.get("skill") or "")
+                    goes = (s["action"] or "").removeprefix("go to ").strip() if (s["action"] or "").startswith("go to ") else None
+                    at = 0
                     for k, (tok, o, te, g) in enumerate(zip(s["tokens"], s["old_logp"], s["teacher_logp"], gates)):
+                        decision, at = span[0] <= at < span[1], at + len(tok)
                         if o is None or te is None:
                             continue
                         rows.append({"run": rd.name, "iteration": it, "task": t["task_id"], "won": t["won"],
+                                     "decision": decision,
+                                     "to_skill_place": None if goes is None or place is None else goes == place.group(1),
                                      "skill": t.get("skill") or "", "step": s["step"], "action": s["action"],
                                      "pos": k, "token": tok, "kind": token_kind(tok), "delta": te - o, "gate": g,
                                      "old": o, "w": 1.0 - math.exp(o),
@@ -111,6 +125,7 @@ def report(rows: list[dict], tail: float, top: int) -> str:
             L.append(f"  {'won ' if won else 'lost'}    {len(sub):6d} {len(sb):6d} "
                      f"{sum(r['delta'] for r in sub) / len(sub):+.3f} "
                      f"{(sum(r['delta'] for r in sb) / len(sb)) if sb else float('nan'):+.3f}")
+    L += agreement_lines(rows)
     L.append(f"the {top} largest shifts:")
     for r in sorted(big, key=lambda r: -abs(r["delta"]))[:top]:
         adv = "none" if r["adv"] is None else f"{r['adv']:+.2f}"
@@ -118,6 +133,41 @@ def report(rows: list[dict], tail: float, top: int) -> str:
                  f"{'won' if r['won'] else 'lost'} adv {adv}  token {r['token']!r} of {r['action']!r}"
                  f"  skill: {r['skill'][:140]!r}")
     return "\n".join(L)
+
+
+def agreement_lines(rows: list[dict]) -> list[str]:
+    """Decision tokens against format tokens, and ``go to`` decisions by whether they go where the skill
+    says: tokens, mean shift, gate weighted by ``1 - p_old``, and the shift's agreement with the
+    advantage's sign and with the outcome (:func:`seedrl.train.metrics.shift_stats`)."""
+    import torch
+
+    from seedrl.train.metrics import shift_stats
+
+    def line(name: str, sub: list[dict]) -> str:
+        if not sub:
+            return f"  {name:34s}      0"
+        st = shift_stats(torch.tensor([r["delta"] for r in sub]), torch.tensor([r["old"] for r in sub]),
+                         torch.tensor([r["adv"] or 0.0 for r in sub]).sign(),
+                         torch.tensor([1.0 if r["won"] else -1.0 for r in sub]))
+        gw = [(r["gate"], r["w"]) for r in sub if r["gate"] is not None]
+        wsum = sum(x for _, x in gw)
+        gate = f"{sum(g * x for g, x in gw) / wsum:.3f}" if wsum > 0 else "  –  "
+        return (f"  {name:34s} {len(sub):6d} {st['teacher/delta_mean']:+.3f} {gate} "
+                f"{st.get('teacher/adv_agree_gradw', float('nan')):+.3f} "
+                f"{st.get('teacher/outcome_agree_gradw', float('nan')):+.3f}")
+
+    dec = [r for r in rows if r["decision"]]
+    flipped = [r for r in dec if r["adv"] and (r["adv"] > 0) != r["won"]]
+    L = ["agreement where it trains (tokens, mean shift, gate weighted by 1 - p_old, agreement with the "
+         "advantage's sign, with the outcome):",
+         line("decision tokens", dec), line("format tokens", [r for r in rows if not r["decision"]])]
+    for place in (True, False):
+        for won in (True, False):
+            L.append(line(f"{'go where the skill says' if place else 'go elsewhere'}, {'won' if won else 'lost'}",
+                          [r for r in dec if r["to_skill_place"] is place and r["won"] == won]))
+    L.append(f"decision tokens whose advantage sign contradicts the outcome: {len(flipped)} of "
+             f"{sum(1 for r in dec if r['adv'])} with an advantage")
+    return L
 
 
 def main() -> None:

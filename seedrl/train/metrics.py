@@ -67,7 +67,8 @@ def _light(trajs: list[Trajectory]) -> list[Trajectory]:
     return [replace(t, steps=[_light_sample(s) for s in t.steps], privileged_state={}) for t in trajs]
 
 
-def shift_stats(delta: torch.Tensor, old_logp: torch.Tensor, adv_sign: torch.Tensor) -> dict[str, float]:
+def shift_stats(delta: torch.Tensor, old_logp: torch.Tensor, adv_sign: torch.Tensor,
+                outcome_sign: torch.Tensor | None = None) -> dict[str, float]:
     """How far the skill moves the teacher, over the response tokens that carry a teacher signal.
 
     Shapes ``[N]`` each: ``delta = teacher_logp - old_logp`` per token, the token's ``old_logp``, and the
@@ -78,7 +79,12 @@ def shift_stats(delta: torch.Tensor, old_logp: torch.Tensor, adv_sign: torch.Ten
     the tokens that train move a lot); the mean shift on positive- and negative-advantage tokens; and
     ``adv_agree_gradw``, the agreement of the shift's sign with the advantage's, weighted by
     ``|delta| * (1 - p_old)``: -1 always against the outcome, 0 unrelated to it (the teacher says
-    something else), +1 it only repeats what the outcome says. Empty input: no statistics."""
+    something else), +1 it only repeats what the outcome says. ``outcome_sign`` (``[N]``, optional: +1 on
+    tokens of won episodes, -1 on lost ones) adds ``outcome_agree_gradw``, the same agreement with the
+    episode's outcome instead of its advantage. The two part where GRPO's advantage is not the outcome:
+    in a group whose episodes all won or all lost, mean_std normalisation turns the invalid-action
+    penalty alone into unit-size advantages of either sign (``adv/uniform_group_mass``), which a skill
+    about the task cannot predict. Empty input: no statistics."""
     if not len(delta):
         return {}
     delta, w = delta.float(), 1.0 - old_logp.float().exp()
@@ -95,14 +101,18 @@ def shift_stats(delta: torch.Tensor, old_logp: torch.Tensor, adv_sign: torch.Ten
     mass = delta.abs() * w * adv_sign.abs()
     if float(mass.sum()) > 0:
         out["teacher/adv_agree_gradw"] = float((mass * delta.sign() * adv_sign).sum() / mass.sum())
+    if outcome_sign is not None:
+        mass = delta.abs() * w * outcome_sign.abs()
+        if float(mass.sum()) > 0:
+            out["teacher/outcome_agree_gradw"] = float((mass * delta.sign() * outcome_sign).sum() / mass.sum())
     return out
 
 
 def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], old_logp, teacher_logp,
-                    signal: torch.Tensor, adv: torch.Tensor) -> dict[str, Any]:
+                    signal: torch.Tensor, adv: torch.Tensor, won: dict[int, bool] | None = None) -> dict[str, Any]:
     """Is the distillation signal alive? Parse rate, coverage, and how far the teacher moves
     (:func:`shift_stats` over the response tokens of samples with a signal; ``adv``: one advantage
-    per sample)."""
+    per sample; ``won``: each trajectory's outcome by ``traj_id``, for the agreement with the outcome)."""
     n = max(1, len(results))
     keep = [i for i, (o, m) in enumerate(zip(old_logp, signal.tolist())) if m > 0 and len(o)]
     out = {
@@ -116,8 +126,12 @@ def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], ol
     if keep:
         old = torch.cat([old_logp[i] for i in keep])
         delta = torch.cat([teacher_logp[i] for i in keep]) - old
-        sign = torch.sign(adv[keep].float()).repeat_interleave(torch.tensor([len(old_logp[i]) for i in keep]))
-        out |= shift_stats(delta, old, sign)
+        lens = torch.tensor([len(old_logp[i]) for i in keep])
+        sign = torch.sign(adv[keep].float()).repeat_interleave(lens)
+        outcome = None
+        if won is not None:
+            outcome = torch.tensor([1.0 if won[samples[i].traj_id] else -1.0 for i in keep]).repeat_interleave(lens)
+        out |= shift_stats(delta, old, sign, outcome)
     return out
 
 
@@ -199,8 +213,9 @@ def skill_metrics(scored: Scored, trajs: list[Trajectory], samples: list[StepSam
     """The ``skills/*``, ``teacher/*`` and fact-agreement metrics of a batch (:func:`teacher_metrics`,
     :func:`seedrl.skills.facts.fact_metrics`), and the step-skill routing's share when it ran."""
     results, teacher_logp, signal, routed, step_total = scored
-    out = teacher_metrics(results, samples, old_logp, teacher_logp, signal, adv)
-    out |= fact_metrics(results, {t.traj_id: t.won for t in trajs})
+    won = {t.traj_id: t.won for t in trajs}
+    out = teacher_metrics(results, samples, old_logp, teacher_logp, signal, adv, won)
+    out |= fact_metrics(results, won)
     if routed is not None:
         # share of the samples with a teacher signal that were scored with a step skill
         out["skills/step_skill_frac"] = routed / max(1.0, float(signal.sum()))

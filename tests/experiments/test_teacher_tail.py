@@ -51,3 +51,37 @@ def test_tail_counts_kinds_and_agreement_by_hand(tmp_path):
 def test_a_run_without_traces_is_named(tmp_path):
     with pytest.raises(SystemExit, match="no traces"):
         tt.shifted_tokens([tmp_path])
+
+
+def test_decision_tokens_place_and_outcome_agreement_by_hand(tmp_path):
+    """Decision tokens are the ``<action>`` block's content; a ``go to`` decision is split by whether it goes
+    where the skill says the object was; agreement is read against the advantage's sign and, apart, the
+    outcome: a lost episode ranked up by its all-lost group (advantage > 0) counts as a flip."""
+    run = tmp_path / "seed-seed0"
+    (run / "traces").mkdir(parents=True)
+
+    def go(step, place, old, teacher, adv):
+        toks = ["<action>", "go to ", place, "</action>"]
+        return {"step": step, "action": f"go to {place}", "tokens": toks, "old_logp": [0.0, old, old, 0.0],
+                "teacher_logp": [0.0, old, teacher, 0.0], "advantage": adv, "gate": [0.5, 0.5, 0.9, 0.5]}
+
+    skill = "The apple was in drawer 2 (not in shelf 1, which you checked)."
+    won = {"task_id": "t0", "won": True, "skill": skill, "steps": [go(0, "drawer 2", -1.0, 0.0, 1.0)]}
+    lost = {"task_id": "t1", "won": False, "skill": skill, "steps": [go(0, "shelf 1", -1.0, -3.0, 0.5)]}
+    (run / "traces" / "iter_000001.json").write_text(json.dumps({"trajectories": [won, lost]}))
+    rows = tt.shifted_tokens([run])
+    assert [r["decision"] for r in rows] == [False, True, True, False] * 2
+    assert [r["to_skill_place"] for r in rows if r["decision"]] == [True, True, False, False]
+    lines = tt.agreement_lines(rows)
+    w = 1 - math.exp(-1.0)  # both decision tokens of a step have p_old = e^-1; only the place token shifts
+    # decision tokens: +1 (won, adv +) and -2 (lost, adv +): against the advantage (1 - 2) / 3, the outcome (1 + 2) / 3
+    dec = next(x for x in lines if x.strip().startswith("decision tokens"))
+    assert dec.split()[-2:] == [f"{-1 / 3:+.3f}", "+1.000"]
+    assert dec.split()[2:4] == ["4", f"{(1 - 2) / 4:+.3f}"]
+    gate = (0.5 * w + 0.9 * w) / (2 * w)
+    assert dec.split()[4] == f"{gate:.3f}"
+    where = next(x for x in lines if "go where the skill says, won" in x)
+    assert where.split()[-2:] == ["+1.000", "+1.000"]
+    elsewhere = next(x for x in lines if "go elsewhere, lost" in x)
+    assert elsewhere.split()[-2:] == ["-1.000", "+1.000"]
+    assert lines[-1].endswith("contradicts the outcome: 2 of 4 with an advantage")

@@ -65,6 +65,28 @@ def test_teacher_metrics_tail_and_advantage_sides_by_hand():
     assert not any(k.startswith("teacher/") for k in teacher_metrics(results, [], old, teacher, torch.zeros(3), adv))
 
 
+def test_teacher_outcome_agreement_reads_the_episode_not_the_advantage():
+    """``teacher/outcome_agree_gradw`` weighs the shift's sign against the episode's outcome: a lost
+    episode whose advantage is positive (its all-lost group ranked it by the invalid-action penalty)
+    counts against a shift that agrees with its advantage. By hand, with the weights of the test above."""
+    from seedrl.rollout.types import StepSample
+    from seedrl.skills.analyzers.base import AnalysisResult
+
+    old = [torch.tensor([0.5, 1.0]).log(), torch.tensor([0.75, 0.75, 0.5]).log()]
+    shift = [torch.tensor([2.0, 0.0]), torch.tensor([-3.0, 0.5, 1.5])]
+    teacher = [o + d for o, d in zip(old, shift)]
+    samples = [StepSample([], [], [], traj_id=t, group_id=0, step=0, reward=0.0, action_valid=True) for t in (7, 3)]
+    adv = torch.tensor([1.0, 1.0])  # both positive: sample 0 won, sample 1 lost in an all-lost group
+    m = teacher_metrics([AnalysisResult(0, "skill")], samples, old, teacher, torch.ones(2), adv, {3: False, 7: True})
+    # |shift| * w: 1.0 (won, +) | 0.75 (-), 0.125 (+), 0.75 (+) on a lost episode, over 2.625
+    assert m["teacher/adv_agree_gradw"] == pytest.approx((1.0 - 0.75 + 0.125 + 0.75) / 2.625)
+    assert m["teacher/outcome_agree_gradw"] == pytest.approx((1.0 + 0.75 - 0.125 - 0.75) / 2.625)
+    # the outcome is read by traj_id, not by the sample's position
+    swapped = teacher_metrics([AnalysisResult(0, "skill")], samples, old, teacher, torch.ones(2), adv, {3: True, 7: False})
+    assert swapped["teacher/outcome_agree_gradw"] == pytest.approx(-m["teacher/outcome_agree_gradw"])
+    assert "teacher/outcome_agree_gradw" not in teacher_metrics([], samples, old, teacher, torch.ones(2), adv)
+
+
 def test_rollout_digests_tell_which_episodes_two_runs_shared():
     """One hash per episode in traj_id order, equal iff the task and every response's tokens are equal."""
     from seedrl.rollout.types import StepSample, Trajectory
