@@ -103,11 +103,13 @@ def test_groups_sharing_whole_prompts_score_as_the_plain_path(model, tiny_tokeni
     _assert_matches_plain(model, prompts, responses, tiny_tokenizer.pad_token_id, mbs)
 
 
-def test_teacher_prompts_mixed_with_student_prompts_score_as_the_plain_path(model, tiny_tokenizer):
+@pytest.mark.parametrize("mbs", [4, 16])
+def test_teacher_prompts_mixed_with_student_prompts_score_as_the_plain_path(model, tiny_tokenizer, mbs):
     """Teacher prompts (the student's prompt with the skill block after the task line, and a
     critical-step block before the turn line) beside student prompts of the same steps: they share the
     text up to the block with each other and with the student prompts, and more within a trajectory.
-    Every sample's log-probs equal the plain path's within 1e-5."""
+    Every sample's log-probs equal the plain path's within 1e-5, one group a micro-batch (4) or groups
+    of different prefix lengths in one (16: each row must read its own group's cache, pads masked)."""
     prompts, responses = [], []
     for t in range(3):
         for step in range(2):
@@ -123,7 +125,7 @@ def test_teacher_prompts_mixed_with_student_prompts_score_as_the_plain_path(mode
     groups = plan_shared_prefixes(prompts, responses)
     assert len({i for _, m in groups for i in m}) == len(prompts)
     assert any(m == [student, student + 1] for _, m in groups)
-    _assert_matches_plain(model, prompts, responses, tiny_tokenizer.pad_token_id, 4)
+    _assert_matches_plain(model, prompts, responses, tiny_tokenizer.pad_token_id, mbs)
 
 
 def test_no_shared_prefix_is_the_plain_path_bit_for_bit(model, tiny_tokenizer):
@@ -168,14 +170,24 @@ def test_lora_model_with_and_without_its_adapter(tiny_tokenizer):
 
 
 def test_bf16_autocast_runs_every_forward_in_bf16(tiny_model, tiny_tokenizer):
-    """With ``bf16`` both the prefix and the continuation forwards run under autocast: the shared-prefix
-    scores stay near the plain bf16 path's (bf16 rounding, not fp32's 1e-5) and are not the fp32 scores."""
+    """With ``bf16`` every forward, the prefix's and each continuation's, runs under bf16 autocast (as
+    batched_logprobs' do; a hook records each forward's autocast state), and without it none does; the
+    scores stay float32 and near the plain bf16 path's (bf16 rounding, not fp32's 1e-5)."""
     prompts = [encode_messages(tiny_tokenizer, _messages(t, 0)) for t in range(2) for _ in range(3)]
+    prompts.append(encode_messages(tiny_tokenizer, _messages(7, 1)))  # on its own: the plain path's share
     responses = _responses(len(prompts), 5)
     pad = tiny_tokenizer.pad_token_id
+    seen: list[bool] = []
+    hook = tiny_model.register_forward_pre_hook(lambda m, a: seen.append(torch.is_autocast_enabled("cpu")))
+    try:
+        shared = shared_prefix_logprobs(tiny_model, prompts, responses, pad, 2, bf16=True)
+        on, seen[:] = list(seen), []
+        shared_prefix_logprobs(tiny_model, prompts, responses, pad, 2)
+        off = list(seen)
+    finally:
+        hook.remove()
+    assert len(on) == 7 and all(on)  # 2 prefix waves (groups of 3), 4 continuation micro-batches, 1 plain
+    assert len(off) == len(on) and not any(off)
     plain = batched_logprobs(tiny_model, prompts, responses, pad, 4, bf16=True)
-    shared = shared_prefix_logprobs(tiny_model, prompts, responses, pad, 4, bf16=True)
-    fp32 = shared_prefix_logprobs(tiny_model, prompts, responses, pad, 4)
     assert all(s.dtype == torch.float32 for s in shared)
     assert max((s - p).abs().max().item() for s, p in zip(shared, plain)) < 0.05
-    assert any(not torch.equal(s, f) for s, f in zip(shared, fp32))
