@@ -84,6 +84,14 @@ def plan_shared_prefixes(prompts: Sequence[Sequence[int]], responses: Sequence[S
     return groups[::-1]
 
 
+def tokens_run(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
+               groups: Sequence[tuple[int, Sequence[int]]]) -> tuple[int, int]:
+    """``(plain, shared)``: the tokens the forwards run without sharing (every prompt and response) and
+    with ``groups`` (:func:`plan_shared_prefixes`: each group's prefix once), padding not counted."""
+    plain = sum(len(p) + len(r) for p, r in zip(prompts, responses))
+    return plain, plain - sum((len(m) - 1) * n for n, m in groups)
+
+
 def pack_continuations(prefix_mask: torch.Tensor, rests: Sequence[Sequence[int]],
                        responses: Sequence[Sequence[int]], pad_id: int) -> Packed:
     """The continuation batch that runs on top of a prefix cache.

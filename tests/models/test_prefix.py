@@ -16,6 +16,7 @@ from seedrl.models.prefix import (
     plan_shared_prefixes,
     prefix_cache,
     shared_prefix_logprobs,
+    tokens_run,
 )
 from seedrl.models.scoring import batched_logprobs
 from seedrl.rollout.runner import encode_messages
@@ -88,6 +89,7 @@ def test_plan_groups_long_shared_prefixes_and_keeps_each_last_prompt_token():
     assert plan_shared_prefixes([a, b], [[1], [2]], 32) == [(50, [0, 1])]
     assert plan_shared_prefixes([a, b], [[1], [2]], 51) == []
     assert common_prefix_len(a, b) == 50 and common_prefix_len(a, a[:3]) == 3
+    assert tokens_run(prompts, responses, groups) == (6 * 90 + 50 + 7, 6 * 90 + 50 + 7 - 2 * 89 - 89)
 
 
 @pytest.mark.parametrize("mbs", [3, 8])
