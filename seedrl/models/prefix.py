@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 #: below this many shared tokens a group is not worth its extra forward
 MIN_SHARED_PREFIX = 32
+_WARNED: set[str] = set()  # model classes already warned about (once a process)
 
 
 def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
@@ -212,8 +213,10 @@ def shared_prefix_logprobs(model, prompts: Sequence[Sequence[int]], responses: S
         for wave in _waves(groups, micro_batch_size):
             cached = prefix_cache(model, [prompts[m[0]][:n] for n, m in wave], pad_id, bf16)
             if cached is None:  # a cache this module does not read: the plain path for everything
-                log.info("shared-prefix scoring: %s's KV cache is not plain DynamicCache layers; scoring "
-                         "without sharing", type(model).__name__)
+                if type(model).__name__ not in _WARNED:
+                    _WARNED.add(type(model).__name__)
+                    log.warning("optim.shared_prefix: %s's KV cache is not plain full-attention DynamicCache "
+                                "layers; scoring without sharing", type(model).__name__)
                 return batched_logprobs(model, prompts, responses, pad_id, micro_batch_size, bf16=bf16)
             kv, mask = cached
             items = sorted(((w, i) for w, (_, members) in enumerate(wave) for i in members),

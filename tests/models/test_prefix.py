@@ -193,3 +193,29 @@ def test_bf16_autocast_runs_every_forward_in_bf16(tiny_model, tiny_tokenizer):
     plain = batched_logprobs(tiny_model, prompts, responses, pad, 4, bf16=True)
     assert all(s.dtype == torch.float32 for s in shared)
     assert max((s - p).abs().max().item() for s, p in zip(shared, plain)) < 0.05
+
+
+def test_a_cache_it_cannot_read_falls_back_to_the_plain_path_bit_for_bit(tiny_tokenizer):
+    """A model whose KV cache is not plain full-attention layers (here a Qwen2 with a sliding-window
+    layer, whose cache keeps only the window) is not scored on a cache it would misread: prefix_cache
+    says None and the whole batch, shared prompts included, is batched_logprobs' result bit for bit."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cfg = AutoConfig.for_model("qwen2", vocab_size=((len(tiny_tokenizer) + 63) // 64) * 64, hidden_size=64,
+                               intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                               num_key_value_heads=4, use_sliding_window=True, sliding_window=64,
+                               layer_types=["sliding_attention", "full_attention"], max_position_embeddings=2048,
+                               pad_token_id=tiny_tokenizer.pad_token_id, bos_token_id=None)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        model = AutoModelForCausalLM.from_config(cfg).eval()
+    out = model(input_ids=torch.tensor([[5, 6, 7]]), use_cache=True)
+    assert {type(layer).__name__ for layer in out.cache.layers} == {"DynamicSlidingWindowLayer", "DynamicLayer"}
+    prompts = [encode_messages(tiny_tokenizer, _messages(t, 0)) for t in range(2) for _ in range(3)]
+    responses = _responses(len(prompts), 6)
+    pad = tiny_tokenizer.pad_token_id
+    assert plan_shared_prefixes(prompts, responses)
+    assert prefix_cache(model, [prompts[0][:MIN_SHARED_PREFIX]], pad) is None
+    plain = batched_logprobs(model, prompts, responses, pad, 4)
+    shared = shared_prefix_logprobs(model, prompts, responses, pad, 4)
+    assert all(torch.equal(p, s) for p, s in zip(plain, shared))
