@@ -14,7 +14,8 @@ and every sample when no group forms, go through :func:`batched_logprobs` itself
 shared prefix gets its result bit for bit.
 
 Several groups' prefixes run as one left-padded batch (a "wave" of at most ``micro_batch_size``
-samples); a continuation micro-batch gathers its samples' rows of the wave's cache. The cache is a
+samples, groups taken in order of their longest continuation so that a wave's continuations pad little);
+a continuation micro-batch gathers its samples' rows of the wave's cache. The cache is a
 transformers ``DynamicCache`` of plain full-attention layers; a model whose cache is anything else
 (sliding-window or linear-attention layers, an older cache API) is scored by the plain path.
 """
@@ -204,6 +205,8 @@ def shared_prefix_logprobs(model, prompts: Sequence[Sequence[int]], responses: S
     groups = plan_shared_prefixes(prompts, responses, min_prefix)
     if not groups:
         return batched_logprobs(model, prompts, responses, pad_id, micro_batch_size, bf16=bf16)
+    # groups with continuations of like length share waves (a wave's continuations pad to its longest)
+    groups.sort(key=lambda g: max(len(prompts[i]) + len(responses[i]) for i in g[1]) - g[0])
     out: list[torch.Tensor | None] = [None] * len(prompts)
     grouped = {i for _, members in groups for i in members}
     single = [i for i in range(len(prompts)) if i not in grouped]
