@@ -47,7 +47,7 @@ ROW_FILES = ("metrics.jsonl", "eval.jsonl", "skills.jsonl")
 RESUME_SAFE_KEYS = (
     "run_dir", "iterations", "save_every", "keep_checkpoints", "torch_threads", "log", "eval",
     "env.workers", "env.step_timeout_s", "env.executor", "env.ray_address", "model.gradient_checkpointing",
-    "optim.micro_batch_size", "optim.dedupe", "skills.api.base_url", "skills.api.api_key_env",
+    "optim.micro_batch_size", "optim.dedupe", "optim.shared_prefix", "skills.api.base_url", "skills.api.api_key_env",
     "skills.api.timeout_s", "skills.api.concurrency", "rollout.vllm_gpu_memory_utilization", "rollout.vllm_kv_cache_gb",
     "rollout.vllm_enforce_eager", "rollout.vllm_sleep",
 )

@@ -23,6 +23,7 @@ from seedrl.algos import (
 )
 from seedrl.config import TrainConfig
 from seedrl.methods.teacher import teacher_prompt_ids
+from seedrl.models.prefix import shared_prefix_logprobs
 from seedrl.models.scoring import batched_logprobs
 from seedrl.rollout.types import StepSample, Trajectory, penalized
 from seedrl.skills.analyzers.base import AnalysisResult
@@ -83,10 +84,16 @@ class Scorer:
         (``optim.dedupe``; the same values up to the float rounding of another batch shape)."""
         where, unique = (unique_pairs(samples) if self.cfg.optim.dedupe
                          else (list(range(len(samples))), list(range(len(samples)))))
-        scored = batched_logprobs(model, [samples[i].prompt_ids for i in unique],
-                                  [samples[i].response_ids for i in unique], self.tokenizer.pad_token_id,
-                                  self.cfg.optim.micro_batch_size, bf16=self.precision.bf16)
+        scored = self.score(model, [samples[i].prompt_ids for i in unique], [samples[i].response_ids for i in unique])
         return [scored[j] for j in where]
+
+    def score(self, model, prompts: list[list[int]], responses: list[list[int]]) -> list[torch.Tensor]:
+        """Per-sample response log-probs of (prompt, response) token ids under ``model``, without grad:
+        each shared prompt prefix computed once with ``optim.shared_prefix``
+        (:func:`~seedrl.models.prefix.shared_prefix_logprobs`), else :func:`batched_logprobs`."""
+        fn = shared_prefix_logprobs if self.cfg.optim.shared_prefix else batched_logprobs
+        return fn(model, prompts, responses, self.tokenizer.pad_token_id, self.cfg.optim.micro_batch_size,
+                  bf16=self.precision.bf16)
 
     def old_logprobs(self, samples: list[StepSample]) -> list[torch.Tensor]:
         """The rollout policy's log-probs of the sampled tokens, the PPO ratio's denominator:
@@ -125,9 +132,7 @@ class Scorer:
         if idx:
             prompts = [self.teacher_prompt_ids(samples[i], skills[samples[i].traj_id],
                                                routed_step_skill(samples[i], skills, step_skills)) for i in idx]
-            scored = batched_logprobs(self.model, prompts, [samples[i].response_ids for i in idx],
-                                      self.tokenizer.pad_token_id, self.cfg.optim.micro_batch_size,
-                                      bf16=self.precision.bf16)
+            scored = self.score(self.model, prompts, [samples[i].response_ids for i in idx])
             for i, lp in zip(idx, scored):
                 teacher[i] = lp
                 signal[i] = 1.0

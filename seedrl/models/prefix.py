@@ -1,0 +1,242 @@
+"""Response log-probs with each shared prompt prefix computed once (no gradient).
+
+The samples of one group at step 0 repeat the same prompt, and teacher prompts repeat the text up to
+their skill block; :func:`batched_logprobs` pays for every copy. :func:`shared_prefix_logprobs` returns
+exactly what it returns (per-sample 1-D float32 CPU tensors, input order), grouping samples whose prompts
+share a prefix of at least ``min_prefix`` tokens, running that prefix once per group (its KV cache), and
+running only each sample's continuation (the rest of its prompt, then its response) on top of the cache.
+
+One level of sharing: each sample belongs to at most one group, whose prefix is the longest common
+prefix of its members' prompts, cut so that every member keeps at least its last prompt token in the
+continuation (that position predicts the first response token). The grouping maximises the prompt tokens
+saved, ``sum over groups (size - 1) * prefix length`` (:func:`plan_shared_prefixes`). Samples in no group,
+and every sample when no group forms, go through :func:`batched_logprobs` itself, so a batch with no
+shared prefix gets its result bit for bit.
+
+Several groups' prefixes run as one left-padded batch (a "wave" of at most ``micro_batch_size``
+samples, groups taken in order of their longest continuation so that a wave's continuations pad little);
+a continuation micro-batch gathers its samples' rows of the wave's cache. The cache is a
+transformers ``DynamicCache`` of plain full-attention layers; a model whose cache is anything else
+(sliding-window or linear-attention layers, an older cache API) is scored by the plain path.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Sequence
+
+import torch
+
+from seedrl.algos.losses import token_logprobs
+from seedrl.models.precision import autocast
+from seedrl.models.scoring import Packed, batched_logprobs, pack, unalign
+
+log = logging.getLogger(__name__)
+
+#: below this many shared tokens a group is not worth its extra forward
+MIN_SHARED_PREFIX = 32
+_WARNED: set[str] = set()  # model classes already warned about (once a process)
+
+
+def common_prefix_len(a: Sequence[int], b: Sequence[int]) -> int:
+    """The number of leading tokens ``a`` and ``b`` share."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def plan_shared_prefixes(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
+                         min_prefix: int = MIN_SHARED_PREFIX) -> list[tuple[int, list[int]]]:
+    """Groups of samples that share a prompt prefix: ``[(prefix_len, [sample index, ...]), ...]``.
+
+    Every group has at least two samples and ``prefix_len >= max(1, min_prefix)``; ``prefix_len`` is at most
+    ``len(prompt) - 1`` of each member (its last prompt token stays in the continuation). A sample is in at
+    most one group; samples with an empty response are in none. The partition of the prompts' sorted order
+    into contiguous groups maximises ``sum (len(group) - 1) * prefix_len`` (dynamic programming, O(N^2) at
+    worst); groups come in sorted-prompt order, members ascending.
+    """
+    min_prefix = max(1, min_prefix)
+    cand = sorted((i for i in range(len(prompts)) if len(responses[i]) and len(prompts[i]) > min_prefix),
+                  key=lambda i: tuple(prompts[i]))
+    n = len(cand)
+    cap = [len(prompts[i]) - 1 for i in cand]
+    adj = [common_prefix_len(prompts[cand[k]], prompts[cand[k + 1]]) for k in range(n - 1)]
+    best = [0] * (n + 1)  # best[j]: the most tokens saved over the first j sorted samples
+    cut: list[tuple[int, int]] = [(0, 0)] * (n + 1)  # (start of the last group, its prefix length; 0 = single)
+    for j in range(1, n + 1):
+        best[j], cut[j] = best[j - 1], (j - 1, 0)
+        shared = cap[j - 1]
+        for i in range(j - 2, -1, -1):  # the group cand[i:j]
+            shared = min(shared, adj[i], cap[i])
+            if shared < min_prefix:
+                break
+            gain = best[i] + (j - i - 1) * shared
+            if gain > best[j]:
+                best[j], cut[j] = gain, (i, shared)
+    groups = []
+    j = n
+    while j > 0:
+        i, shared = cut[j]
+        if shared:
+            groups.append((shared, sorted(cand[i:j])))
+        j = i
+    return groups[::-1]
+
+
+def tokens_run(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
+               groups: Sequence[tuple[int, Sequence[int]]]) -> tuple[int, int]:
+    """``(plain, shared)``: the tokens the forwards run without sharing (every prompt and response) and
+    with ``groups`` (:func:`plan_shared_prefixes`: each group's prefix once), padding not counted."""
+    plain = sum(len(p) + len(r) for p, r in zip(prompts, responses))
+    return plain, plain - sum((len(m) - 1) * n for n, m in groups)
+
+
+def pack_continuations(prefix_mask: torch.Tensor, rests: Sequence[Sequence[int]],
+                       responses: Sequence[Sequence[int]], pad_id: int) -> Packed:
+    """The continuation batch that runs on top of a prefix cache.
+
+    ``prefix_mask`` ``[B, P]`` marks each row's real cached prefix tokens (left-padded, as the cache);
+    ``rests[i]`` is the rest of sample i's prompt after its cached prefix (at least one token: the one
+    that predicts the first response token). Returns a
+    :class:`Packed` whose ``input_ids`` ``[B, W]`` are the left-padded continuations, ``attention_mask``
+    ``[B, P + W]`` covers cache and continuation (so pads sit between the two), ``position_ids`` ``[B, W]``
+    count the real tokens before each one, cached prefix included (as in :func:`pack`), and
+    ``response_mask`` ``[B, R]`` is :func:`pack`'s.
+    """
+    b = pack(rests, responses, pad_id, prefix_mask.device)
+    att = torch.cat([prefix_mask.to(b.attention_mask.dtype), b.attention_mask], dim=1)
+    pos = (att.cumsum(-1) - 1).clamp(min=0)[:, prefix_mask.shape[1]:]
+    return Packed(b.input_ids, att, pos, b.response_mask, b.resp_len)
+
+
+def _cache_kwarg(model) -> str:
+    """The name under which this transformers version's forward takes a KV cache (``cache`` from 5.x)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    params = inspect.signature(type(base).forward).parameters
+    return "cache" if "cache" in params else "past_key_values"
+
+
+def _cache_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+    """Per-layer ``(keys, values)`` ``[B, H, L, D]`` of a cache of plain full-attention layers; None
+    for any other cache (sliding-window or linear-attention layers, another cache API)."""
+    try:
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+    except ImportError:
+        return None
+    if type(cache) is not DynamicCache or not getattr(cache, "layers", None):
+        return None
+    if any(type(layer) is not DynamicLayer or layer.keys is None or layer.keys.dim() != 4 for layer in cache.layers):
+        return None
+    return [(layer.keys, layer.values) for layer in cache.layers]
+
+
+def prefix_cache(model, prefixes: Sequence[Sequence[int]], pad_id: int, bf16: bool = False):
+    """Run ``G`` prefixes as one left-padded batch and keep their KV cache.
+
+    Returns ``(kv, mask)``: ``kv`` per layer ``(keys, values)`` ``[G, H, P, D]``, zero at pad positions
+    (a pad position's states are never attended, but a NaN there would survive a zero attention weight),
+    and ``mask`` ``[G, P]`` (1 on real tokens); ``None`` when the model's cache is not one
+    :func:`_cache_tensors` reads.
+    """
+    device = next(model.parameters()).device
+    width = max(len(p) for p in prefixes)
+    ids = torch.full((len(prefixes), width), pad_id, dtype=torch.long)
+    att = torch.zeros((len(prefixes), width), dtype=torch.long)
+    for i, p in enumerate(prefixes):
+        ids[i, width - len(p):] = torch.tensor(list(p), dtype=torch.long)
+        att[i, width - len(p):] = 1
+    ids, att = ids.to(device), att.to(device)
+    pos = (att.cumsum(-1) - 1).clamp(min=0)
+    with autocast(device, bf16):
+        out = model(input_ids=ids, attention_mask=att, position_ids=pos, use_cache=True, logits_to_keep=1)
+    cache = getattr(out, "cache", None)
+    if cache is None:
+        cache = getattr(out, "past_key_values", None)
+    kv = _cache_tensors(cache)
+    if kv is None:
+        return None
+    keep = att.bool()[:, None, :, None]
+    return [(torch.where(keep, k, 0), torch.where(keep, v, 0)) for k, v in kv], att
+
+
+def continuation_logprobs(model, batch: Packed, kv: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                          bf16: bool = False) -> torch.Tensor:
+    """Log-probs ``[B, R]`` (float32, zero off ``response_mask``) of the response tokens of ``batch``
+    (:func:`pack_continuations`) run on top of the prefix cache ``kv`` (per layer ``[B, H, P, D]``)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(ddp_cache_data=[(k, v) for k, v in kv])
+    R = batch.width
+    with autocast(batch.input_ids.device, bf16):
+        out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
+                    use_cache=True, logits_to_keep=R + 1, **{_cache_kwarg(model): cache})
+    logits = out.logits[:, :-1]
+    return token_logprobs(logits, batch.input_ids[:, -R:]) * batch.response_mask
+
+
+def _waves(groups: list[tuple[int, list[int]]], micro_batch_size: int) -> list[list[tuple[int, list[int]]]]:
+    """Consecutive groups, at most ``micro_batch_size`` samples a wave (a bigger group is a wave alone)."""
+    waves: list[list[tuple[int, list[int]]]] = []
+    size = 0
+    for g in groups:
+        if waves and size + len(g[1]) <= micro_batch_size:
+            waves[-1].append(g)
+            size += len(g[1])
+        else:
+            waves.append([g])
+            size = len(g[1])
+    return waves
+
+
+@torch.no_grad()
+def shared_prefix_logprobs(model, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
+                           micro_batch_size: int, bf16: bool = False,
+                           min_prefix: int = MIN_SHARED_PREFIX) -> list[torch.Tensor]:
+    """Per-sample 1-D log-prob tensors of each response (float32, CPU, input order), as
+    :func:`batched_logprobs` returns them, with each shared prompt prefix of at least ``min_prefix``
+    tokens computed once (see the module docstring). The same values up to float rounding (fp32:
+    within 1e-5); bit for bit :func:`batched_logprobs`'s when no group forms.
+    ``micro_batch_size`` bounds every forward's batch (prefix waves and continuations); ``bf16``: the
+    forwards run under bf16 autocast, as in :func:`batched_logprobs`.
+    """
+    groups = plan_shared_prefixes(prompts, responses, min_prefix)
+    if not groups:
+        return batched_logprobs(model, prompts, responses, pad_id, micro_batch_size, bf16=bf16)
+    # groups with continuations of like length share waves (a wave's continuations pad to its longest)
+    groups.sort(key=lambda g: max(len(prompts[i]) + len(responses[i]) for i in g[1]) - g[0])
+    out: list[torch.Tensor | None] = [None] * len(prompts)
+    grouped = {i for _, members in groups for i in members}
+    single = [i for i in range(len(prompts)) if i not in grouped]
+    was_training = model.training
+    model.eval()
+    try:
+        for wave in _waves(groups, micro_batch_size):
+            cached = prefix_cache(model, [prompts[m[0]][:n] for n, m in wave], pad_id, bf16)
+            if cached is None:  # a cache this module does not read: the plain path for everything
+                if type(model).__name__ not in _WARNED:
+                    _WARNED.add(type(model).__name__)
+                    log.warning("optim.shared_prefix: %s's KV cache is not plain full-attention DynamicCache "
+                                "layers; scoring without sharing", type(model).__name__)
+                return batched_logprobs(model, prompts, responses, pad_id, micro_batch_size, bf16=bf16)
+            kv, mask = cached
+            items = sorted(((w, i) for w, (_, members) in enumerate(wave) for i in members),
+                           key=lambda t: len(prompts[t[1]]) + len(responses[t[1]]) - wave[t[0]][0])
+            for s in range(0, len(items), micro_batch_size):
+                chunk = items[s:s + micro_batch_size]
+                rows = torch.tensor([w for w, _ in chunk], device=mask.device)
+                b = pack_continuations(mask[rows], [prompts[i][wave[w][0]:] for w, i in chunk],
+                                       [responses[i] for _, i in chunk], pad_id)
+                lp = continuation_logprobs(model, b, [(k[rows], v[rows]) for k, v in kv], bf16)
+                for (_, i), v in zip(chunk, unalign(lp, b.resp_len)):
+                    out[i] = v
+    finally:
+        if was_training:
+            model.train()
+    if single:
+        for i, v in zip(single, batched_logprobs(model, [prompts[i] for i in single], [responses[i] for i in single],
+                                                 pad_id, micro_batch_size, bf16=bf16)):
+            out[i] = v
+    return out  # type: ignore[return-value]
