@@ -42,7 +42,9 @@ RUN_CHARTS = (
     ("Success", ("rollout/success_rate", "eval/success_rate")),
     ("Losses", ("loss/pg", "loss/opd", "loss/skill_sd", "loss/kl", "loss/entropy")),
     ("Skills", ("skills/signal_frac", "skills/parse_rate", "teacher/delta_pos_frac", "teacher/delta_tail_frac",
-                "teacher/adv_agree_gradw", "teacher/outcome_agree_gradw", "opd/gate_mean")),
+                "opd/gate_mean")),
+    # does the skill move the teacher the way the advantage / the episode's outcome points (+1) or against it (-1)
+    ("Teacher shift agrees with", ("teacher/adv_agree_gradw", "teacher/outcome_agree_gradw")),
     # the share of self-written skills whose facts the env's oracle confirms (envs with the check)
     ("Skill facts agree with the oracle", ("skills/fact_agreement", "skills/fact_agreement_success",
                                            "skills/fact_agreement_failure")),
