@@ -15,6 +15,7 @@ iteration, token by token) and reports, over the response tokens with a teacher 
   shift's agreement with the advantage's sign and with the episode's outcome (won +1, lost -1), and the
   share of decision tokens whose advantage sign contradicts their episode's outcome (a group whose
   episodes all won or all lost ranks them by the invalid-action penalty alone);
+- how much the OPD term weighs per unit ``opd_coef`` against the policy gradient on these tokens;
 - for ``go to X`` actions in runs whose skills say where the object was (``was in X``: household's
   oracle and Stage-1 skills), the shift and gate by whether the action goes there, and by outcome;
 - the largest shifts with their step's action, advantage, outcome and skill, to read by eye.
@@ -68,7 +69,8 @@ def shifted_tokens(run_dirs: list[Path]) -> list[dict]:
                     gates = s.get("gate") or [None] * len(s["tokens"])
                     span = action_span("".join(s["tokens"])) or (0, 0)
                     place = re.search(r"was in (\w+ \d+)", t.get("skill") or "")
-                    goes = (s["action"] or "").removeprefix("go to ").strip() if (s["action"] or "").startswith("go to ") else None
+                    action = s["action"] or ""
+                    goes = action[len("go to "):].strip() if action.startswith("go to ") else None
                     at = 0
                     for k, (tok, o, te, g) in enumerate(zip(s["tokens"], s["old_logp"], s["teacher_logp"], gates)):
                         decision, at = span[0] <= at < span[1], at + len(tok)
@@ -167,6 +169,12 @@ def agreement_lines(rows: list[dict]) -> list[str]:
                           [r for r in dec if r["to_skill_place"] is place and r["won"] == won]))
     L.append(f"decision tokens whose advantage sign contradicts the outcome: {len(flipped)} of "
              f"{sum(1 for r in dec if r['adv'])} with an advantage")
+    # SEED's OPD gradient on a sampled token is opd_coef * gate * grad log p, the policy gradient's A * grad log p
+    gated = [r for r in rows if r["gate"] is not None]
+    pg = sum(abs(r["adv"] or 0.0) * r["w"] for r in gated)
+    if pg > 0:
+        L.append(f"OPD gradient weight per unit opd_coef against the policy gradient's, sum gate*(1-p) / "
+                 f"sum |A|*(1-p): {sum(r['gate'] * r['w'] for r in gated) / pg:.3f}")
     return L
 
 

@@ -84,4 +84,6 @@ def test_decision_tokens_place_and_outcome_agreement_by_hand(tmp_path):
     assert where.split()[-2:] == ["+1.000", "+1.000"]
     elsewhere = next(x for x in lines if "go elsewhere, lost" in x)
     assert elsewhere.split()[-2:] == ["-1.000", "+1.000"]
-    assert lines[-1].endswith("contradicts the outcome: 2 of 4 with an advantage")
+    assert lines[-2].endswith("contradicts the outcome: 2 of 4 with an advantage")
+    # gates 0.5, 0.9 on each step's two decision tokens (format tokens: p_old = 1, no weight); |A| 1.0 and 0.5
+    assert lines[-1].endswith(f"{(2 * 1.4 * w) / (2 * 1.0 * w + 2 * 0.5 * w):.3f}")
