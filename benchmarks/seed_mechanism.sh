@@ -6,25 +6,26 @@
 # after every iteration (9 points). Methods: grpo; seed+self (SEED, the policy writes its skills); seed+oracle
 # (positive control: the oracle's correct skills); seed_nogate+self; sdar and grpo_opsd (static skill files).
 # No arm replays demonstrations, so there is no replay-only arm.
-# OUT, START, BUDGET, GAMES and METHODS (environment) change the folder, the start, the episodes per cell, the games
-# per iteration and the methods (seed_mechanism_s2: OUT=benchmarks/results/seed_mechanism_s2 START=<S2> BUDGET=256 GAMES=8).
+# OUT, START, BUDGET, GAMES, PANEL and METHODS (environment) change the folder, the start, the episodes per cell, the
+# games per iteration, the games per evaluation panel and the methods (seed_mechanism_s2: OUT=benchmarks/results/seed_mechanism_s2 START=<S2> BUDGET=256 GAMES=8).
 # Usage (cells are resumable; run at most two at a time, one torch thread each):
 #   bash benchmarks/seed_mechanism.sh cell METHOD SEED     e.g. cell seed+self 0; METHOD@C sets algo.opd_coef=C
 #                                                          (cell seed+oracle@0.1 0 is the cell seed+oracle_opd0.1-seed0)
-#   bash benchmarks/seed_mechanism.sh grid [SEEDS] [JOBS]  every method for seeds 0..SEEDS-1 (default 5, 2 jobs)
+#   bash benchmarks/seed_mechanism.sh grid [SEEDS] [JOBS]  every method for seeds 0..SEEDS-1, or FIRST-LAST (default 5, 2 jobs)
 #   bash benchmarks/seed_mechanism.sh report
 set -euo pipefail
 OUT=${OUT:-benchmarks/results/seed_mechanism}
 START=${START:-runs/household_stage1_sft/model}
 BUDGET=${BUDGET:-128}  # episodes per cell
 GAMES=${GAMES:-4}      # games per iteration (x group 4 episodes)
+PANEL=${PANEL:-48}     # games per evaluation panel
 METHODS=${METHODS:-"grpo seed+self seed+oracle seed_nogate+self sdar grpo_opsd"}
 compare() {
   .venv/bin/seedrl compare --config configs/household_grpo.yaml --budget-episodes "$BUDGET" --eval-every 1 \
     --out "$OUT" --runs-dir "runs/compare/$(basename "$OUT")" --split valid_seen --split valid_unseen \
     --efficiency-split valid_seen --set "model.name=$START" --set torch_threads=1 \
     --set "rollout.tasks_per_batch=$GAMES" --set rollout.group_size=4 --set optim.lr=1e-4 --set optim.ppo_epochs=2 \
-    --set eval.num_tasks=48 --set eval.batch_size=48 --set save_every=0 --set log.progress=false "$@"
+    --set "eval.num_tasks=$PANEL" --set eval.batch_size=48 --set save_every=0 --set log.progress=false "$@"
 }
 case ${1:-} in
   cell)
@@ -42,9 +43,10 @@ case ${1:-} in
     [[ -n $coef ]] && { extra+=(--set "algo.opd_coef=$coef"); tag="${tag:+${tag}_}opd$coef"; }
     [[ -n $tag ]] && extra=(--tag "$tag" "${extra[@]}")
     compare --algos "$algo" --seeds "$seed," "${extra[@]}" "$@" ;;
-  grid)
+  grid)  # SEEDS: a count (seeds 0..SEEDS-1) or a range FIRST-LAST
     seeds=${2:-5}; jobs=${3:-2}
-    for s in $(seq 0 $((seeds - 1))); do for m in $METHODS; do echo "$m $s"; done; done |
+    if [[ $seeds == *-* ]]; then first=${seeds%-*}; last=${seeds#*-}; else first=0; last=$((seeds - 1)); fi
+    for s in $(seq "$first" "$last"); do for m in $METHODS; do echo "$m $s"; done; done |
       xargs -P "$jobs" -L 1 bash "$0" cell ;;
   report)
     compare --report-only ;;
