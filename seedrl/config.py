@@ -321,12 +321,13 @@ class OptimConfig(_Strict):
     #: log-probs) run one forward/backward weighted by their count. The same update up to float
     #: rounding; a peaked policy's groups repeat most of their steps
     dedupe: bool = True
-    #: the no-gradient scoring passes (old, reference and teacher log-probs) run a prompt prefix that
-    #: several samples share (>= 32 tokens: a group's step-0 prompt, teacher prompts up to their skill
-    #: block) once and reuse its KV cache for each sample's continuation
-    #: (``seedrl.models.prefix.shared_prefix_logprobs``). The same log-probs up to float rounding (fp32:
-    #: within 1e-5); a batch with no shared prefix is scored as without it, bit for bit. The update's
-    #: forwards are not affected
+    #: the scoring passes (old, reference and teacher log-probs) and, in one process, the update's
+    #: forwards run a prompt prefix that several samples share (>= 32 tokens: a group's step-0 prompt,
+    #: the instructions every prompt begins with, teacher prompts up to their skill block) once and reuse
+    #: its KV cache for each sample's continuation (``seedrl.models.prefix.shared_prefix_logprobs``; in
+    #: the update ``shared_prefix_forward``, whose cache keeps its graph, the micro-batches cut from the
+    #: mini-batch sorted by prompt). The same log-probs and gradients up to float rounding (fp32: within
+    #: 1e-5); a batch with no shared prefix is scored as without it, bit for bit
     shared_prefix: bool = False
     #: with ``dedupe``, draw the mini-batches over the batch's distinct samples: every copy of one
     #: sample falls in the same mini-batch (a mini-batch closes at ``mini_batch_size`` samples), so each

@@ -28,9 +28,9 @@ from collections.abc import Sequence
 
 import torch
 
-from seedrl.algos.losses import token_logprobs
+from seedrl.algos.losses import entropy_from_logits, token_logprobs
 from seedrl.models.precision import autocast
-from seedrl.models.scoring import Packed, batched_logprobs, pack, unalign
+from seedrl.models.scoring import Packed, batched_logprobs, forward_logprobs, pack, unalign
 
 log = logging.getLogger(__name__)
 
@@ -162,10 +162,12 @@ def prefix_cache(model, prefixes: Sequence[Sequence[int]], pad_id: int, bf16: bo
     return [(torch.where(keep, k, 0), torch.where(keep, v, 0)) for k, v in kv], att
 
 
-def continuation_logprobs(model, batch: Packed, kv: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                          bf16: bool = False) -> torch.Tensor:
-    """Log-probs ``[B, R]`` (float32, zero off ``response_mask``) of the response tokens of ``batch``
-    (:func:`pack_continuations`) run on top of the prefix cache ``kv`` (per layer ``[B, H, P, D]``)."""
+def continuation_logits(model, batch: Packed, kv: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                        bf16: bool = False) -> torch.Tensor:
+    """Logits ``[B, R, V]`` of the positions that predict the response tokens of ``batch``
+    (:func:`pack_continuations`) run on top of the prefix cache ``kv`` (per layer ``[B, H, P, D]``), as
+    :func:`~seedrl.models.scoring.response_logits` gives them for the whole sequence. Gradients flow
+    into ``kv`` (and so into the prefix's forward) unless the caller disables them."""
     from transformers import DynamicCache
 
     cache = DynamicCache(ddp_cache_data=[(k, v) for k, v in kv])
@@ -173,8 +175,15 @@ def continuation_logprobs(model, batch: Packed, kv: Sequence[tuple[torch.Tensor,
     with autocast(batch.input_ids.device, bf16):
         out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
                     use_cache=True, logits_to_keep=R + 1, **{_cache_kwarg(model): cache})
-    logits = out.logits[:, :-1]
-    return token_logprobs(logits, batch.input_ids[:, -R:]) * batch.response_mask
+    return out.logits[:, :-1]
+
+
+def continuation_logprobs(model, batch: Packed, kv: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                          bf16: bool = False) -> torch.Tensor:
+    """Log-probs ``[B, R]`` (float32, zero off ``response_mask``) of the response tokens of ``batch``
+    (:func:`pack_continuations`) run on top of the prefix cache ``kv`` (per layer ``[B, H, P, D]``)."""
+    logits = continuation_logits(model, batch, kv, bf16)
+    return token_logprobs(logits, batch.input_ids[:, -batch.width:]) * batch.response_mask
 
 
 def _waves(groups: list[tuple[int, list[int]]], micro_batch_size: int) -> list[list[tuple[int, list[int]]]]:
@@ -240,3 +249,61 @@ def shared_prefix_logprobs(model, prompts: Sequence[Sequence[int]], responses: S
                                                  pad_id, micro_batch_size, bf16=bf16)):
             out[i] = v
     return out  # type: ignore[return-value]
+
+
+def _checkpointing(model) -> bool:
+    """Whether the model runs under gradient (activation) checkpointing (its name from transformers 5.x)."""
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(model), name) or hasattr(model, name):
+            return bool(getattr(model, name))
+    return False
+
+
+def _left_pad(x: torch.Tensor | None, width: int) -> torch.Tensor | None:
+    """``x`` ``[B, R]`` right-aligned in ``[B, width]`` (zeros on the left)."""
+    return None if x is None else torch.nn.functional.pad(x, (width - x.shape[1], 0))
+
+
+def shared_prefix_forward(model, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
+                          with_entropy: bool = False, bf16: bool = False,
+                          min_prefix: int = MIN_SHARED_PREFIX) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`~seedrl.models.scoring.forward_logprobs` of ``pack(prompts, responses)``, with gradient, each
+    shared prompt prefix run once: log-probs ``[B, R]`` (float32, right-aligned, zero off the response
+    mask, R = the longest response) and the entropies when ``with_entropy`` (else None).
+
+    The update's micro-batch: the groups of :func:`plan_shared_prefixes` run their prefixes as one
+    left-padded batch whose KV cache keeps its graph, then every grouped sample's continuation on top of
+    its group's cache (one batch), so the loss's gradient reaches each shared prefix token once, through
+    every continuation that attends to it: the same gradients as the plain forward up to float rounding
+    (fp32: within 1e-5). Samples in no group run as one plain batch. No group, a model under gradient
+    checkpointing (transformers then keeps no cache) or a cache :func:`_cache_tensors` does not read: the
+    plain forward itself.
+    """
+    device = next(model.parameters()).device
+    plain = pack(prompts, responses, pad_id, device)
+    groups = [] if _checkpointing(model) else plan_shared_prefixes(prompts, responses, min_prefix)
+    cached = prefix_cache(model, [prompts[m[0]][:n] for n, m in groups], pad_id, bf16) if groups else None
+    if cached is None:
+        return forward_logprobs(model, plain, with_entropy=with_entropy, bf16=bf16)
+    kv, mask = cached
+    grouped = [(g, i) for g, (_, members) in enumerate(groups) for i in members]
+    rows = torch.tensor([g for g, _ in grouped], device=mask.device)
+    b = pack_continuations(mask[rows], [prompts[i][groups[g][0]:] for g, i in grouped],
+                           [responses[i] for _, i in grouped], pad_id)
+    logits = continuation_logits(model, b, [(k[rows], v[rows]) for k, v in kv], bf16)
+    parts_lp = [token_logprobs(logits, b.input_ids[:, -b.width:]) * b.response_mask]
+    parts_ent = [entropy_from_logits(logits) * b.response_mask] if with_entropy else None
+    order = [i for _, i in grouped]
+    single = sorted(set(range(len(prompts))) - set(order))
+    if single:
+        lp, ent = forward_logprobs(model, pack([prompts[i] for i in single], [responses[i] for i in single],
+                                               pad_id, device), with_entropy=with_entropy, bf16=bf16)
+        parts_lp.append(lp)
+        if with_entropy:
+            parts_ent.append(ent)
+        order += single
+    W = plain.width
+    back = torch.argsort(torch.tensor(order, device=device))  # row of each input sample in the concatenation
+    logp = torch.cat([_left_pad(x, W) for x in parts_lp])[back]
+    ent = torch.cat([_left_pad(x, W) for x in parts_ent])[back] if with_entropy else None
+    return logp, ent
