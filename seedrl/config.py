@@ -399,7 +399,9 @@ class TrainConfig(_Strict):
     iterations: NonNegInt = 10
     save_every: NonNegInt = 5  # 0 = never
     keep_checkpoints: NonNegInt = 2  # 0 = keep all
-    torch_threads: PosInt | None = None
+    #: torch's intra-op threads: a number, ``auto`` (the cores no other process is using, chosen again
+    #: as the load changes: seedrl.train.threads), or unset (torch's default)
+    torch_threads: PosInt | Literal["auto"] | None = None
     model: ModelConfig = Field(default_factory=ModelConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
@@ -439,7 +441,9 @@ class SFTConfig(_Strict):
 
     run_dir: Name = "runs/sft"
     seed: NonNegInt = 0
-    torch_threads: PosInt | None = None
+    #: torch's intra-op threads: a number, ``auto`` (the cores no other process is using, chosen again
+    #: as the load changes: seedrl.train.threads), or unset (torch's default)
+    torch_threads: PosInt | Literal["auto"] | None = None
     model: ModelConfig = Field(default_factory=ModelConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     #: JSONL with {"messages": [...], "response": "..."} or {"prompt": "...", "response": "..."}

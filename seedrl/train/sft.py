@@ -39,6 +39,7 @@ from seedrl.models.loading import save_model
 from seedrl.models.scoring import forward_logprobs, pack, response_logits
 from seedrl.rollout.runner import encode_messages
 from seedrl.train.policy import adamw, build_policy
+from seedrl.train.threads import apply_threads
 
 if TYPE_CHECKING:
     from seedrl.rollout.types import Trajectory
@@ -365,8 +366,7 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     from seedrl.eval.evaluate import evaluate
     from seedrl.rollout.backends import HFBackend
 
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
+    threads = apply_threads(cfg.torch_threads)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
@@ -450,6 +450,8 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
         task = prog.add_task("sft", total=None)
 
         def on_step(i: int, total: int, loss: float) -> None:
+            if threads is not None:
+                threads.step()
             prog.update(task, completed=i, total=total, description=f"sft loss={loss:.3f}")
             if not prog.console.is_terminal and (i % max(1, total // 20) == 0 or i == total):
                 # a log file gets no progress bar: a plain line every 5 % of the steps
