@@ -1,8 +1,8 @@
 """Generation backends: turn a batch of prompt token ids into sampled responses with log-probs.
 
-The Hugging Face backend calls ``model.generate`` once per batch (left padding, KV cache) and
-records, for every sampled token, its log-prob under the *untempered* policy (temperature 1,
-no top-p), which is what the PPO ratio needs. The vLLM backend (:mod:`seedrl.rollout.vllm_backend`,
+The Hugging Face backend calls ``model.generate`` once per batch (left padding, a KV cache that fills
+preallocated buffers: :mod:`seedrl.models.kvcache`) and records, for every sampled token, its log-prob
+under the *untempered* policy (temperature 1, no top-p), which is what the PPO ratio needs. The vLLM backend (:mod:`seedrl.rollout.vllm_backend`,
 ``rollout.backend=vllm``) implements the same methods with an in-process engine whose weights the
 trainer syncs after every update.
 """
@@ -15,6 +15,7 @@ from typing import Protocol
 import torch
 
 from seedrl.errors import SeedRLError, unknown_name
+from seedrl.models.kvcache import cache_kwarg, preallocated_cache
 from seedrl.models.precision import autocast
 
 
@@ -76,11 +77,13 @@ class HFBackend:
     """``transformers`` generate on CPU or CUDA, sharing the policy's weights (no sync needed).
 
     ``bf16``: generate under bf16 autocast (the run's compute precision, ``model.precision``), so
-    rollouts, analysis and evaluation compute as the trainer's scoring passes do."""
+    rollouts, analysis and evaluation compute as the trainer's scoring passes do. ``preallocate``:
+    hand ``generate`` a cache that fills preallocated buffers (:mod:`seedrl.models.kvcache`; the same
+    tokens, faster); False keeps transformers' own (``benchmarks/analysis_speed.py`` times both)."""
 
-    def __init__(self, model, tokenizer, bf16: bool = False) -> None:
+    def __init__(self, model, tokenizer, bf16: bool = False, preallocate: bool = True) -> None:
         self.model = model
-        self.bf16 = bf16
+        self.bf16, self.preallocate = bf16, preallocate
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id
         self.eos_ids = {tokenizer.eos_token_id}
@@ -157,6 +160,7 @@ class HFBackend:
                     done[r] = any(s in self.text[r] for s in stop)
                 return done
 
+        cache = preallocated_cache(self.model, width + params.max_new_tokens) if self.preallocate else None
         was_training = self.model.training
         self.model.eval()
         devices = [device] if device.type == "cuda" else []
@@ -172,7 +176,7 @@ class HFBackend:
                 max_new_tokens=params.max_new_tokens, logits_processor=LogitsProcessorList(processors),
                 stopping_criteria=StoppingCriteriaList([_StopStrings()]) if stop else None,
                 pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
-                return_dict_in_generate=True,
+                return_dict_in_generate=True, **({cache_kwarg(self.model): cache} if cache is not None else {}),
                 # each process generates on its own: HF would otherwise step an FSDP-sharded model's
                 # processes in lockstep; seedrl gathers the full weights first (seedrl.train.fsdp)
                 synced_gpus=False,
