@@ -26,6 +26,9 @@ class SamplingParams:
     top_p: float = 1.0
     greedy: bool = False
     stop: list[str] = field(default_factory=lambda: ["</action>"])
+    #: record each token's log-prob (the PPO ratio reads them); False: ``Generation.logprobs`` is empty
+    #: and the HF backend skips a full-vocabulary log_softmax per step (the analyzer reads only text)
+    logprobs: bool = True
 
 
 @dataclass
@@ -137,8 +140,8 @@ class HFBackend:
         for i, p in enumerate(prompts):
             input_ids[i, width - len(p):] = torch.tensor(p)
             attention[i, width - len(p):] = 1
-        recorder = _RecordLogprobs()
-        processors = [recorder]
+        recorder = _RecordLogprobs() if params.logprobs else None
+        processors = [recorder] if recorder is not None else []
         if not params.greedy:
             if params.temperature <= 0:
                 raise SeedRLError("temperature must be > 0 when sampling; set greedy for argmax decoding")
@@ -184,13 +187,14 @@ class HFBackend:
         if was_training:
             self.model.train()
         new = out.sequences[:, width:].cpu()
-        logps = recorder.finish(out.sequences[:, -1]).cpu()
+        logps = recorder.finish(out.sequences[:, -1]).cpu() if recorder is not None else None
         results = []
         for r in range(len(prompts)):
             ids = new[r].tolist()
             n, reason = self._cut(ids, stop)
             ids = ids[:n]
-            results.append(Generation(ids, logps[r, :n].tolist(), self.tokenizer.decode(ids), reason))
+            lp = logps[r, :n].tolist() if logps is not None else []
+            results.append(Generation(ids, lp, self.tokenizer.decode(ids), reason))
         return results
 
 

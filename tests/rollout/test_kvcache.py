@@ -1,4 +1,4 @@
-"""The preallocated KV cache (seedrl.models.kvcache): no per-step copy, the same tokens."""
+"""The preallocated KV cache (seedrl.models.kvcache) and log-prob-free generation: faster, same tokens."""
 
 from __future__ import annotations
 
@@ -70,3 +70,14 @@ def test_generation_is_bit_identical_with_the_preallocated_cache(tiny_model, tin
     assert len({len(g.token_ids) for g in old}) > 1  # rows finished at different steps
     assert [dataclasses.asdict(g) for g in new] == [dataclasses.asdict(g) for g in old]
 
+
+def test_logprobs_off_gives_the_same_tokens_and_no_logprobs(tiny_model, tiny_tokenizer):
+    prompts = _prompts(tiny_tokenizer)
+    params = SamplingParams(max_new_tokens=16, greedy=True, stop=["e"])
+    backend = HFBackend(tiny_model, tiny_tokenizer)
+    with_lp = backend.generate(prompts, params, seed=0)
+    without = backend.generate(prompts, dataclasses.replace(params, logprobs=False), seed=0)
+    assert all(len(g.logprobs) == len(g.token_ids) > 0 for g in with_lp)
+    assert [g.logprobs for g in without] == [[]] * len(prompts)
+    assert [(g.token_ids, g.text, g.finish_reason) for g in without] == \
+        [(g.token_ids, g.text, g.finish_reason) for g in with_lp]
