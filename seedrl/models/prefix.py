@@ -22,13 +22,13 @@ transformers ``DynamicCache`` of plain full-attention layers; a model whose cach
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Sequence
 
 import torch
 
 from seedrl.algos.losses import entropy_from_logits, token_logprobs
+from seedrl.models.kvcache import cache_kwarg
 from seedrl.models.precision import autocast
 from seedrl.models.scoring import Packed, batched_logprobs, forward_logprobs, pack, unalign
 
@@ -112,13 +112,6 @@ def pack_continuations(prefix_mask: torch.Tensor, rests: Sequence[Sequence[int]]
     return Packed(b.input_ids, att, pos, b.response_mask, b.resp_len)
 
 
-def _cache_kwarg(model) -> str:
-    """The name under which this transformers version's forward takes a KV cache (``cache`` from 5.x)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    params = inspect.signature(type(base).forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-
 def _cache_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """Per-layer ``(keys, values)`` ``[B, H, L, D]`` of a cache of plain full-attention layers; None
     for any other cache (sliding-window or linear-attention layers, another cache API)."""
@@ -174,7 +167,7 @@ def continuation_logits(model, batch: Packed, kv: Sequence[tuple[torch.Tensor, t
     R = batch.width
     with autocast(batch.input_ids.device, bf16):
         out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
-                    use_cache=True, logits_to_keep=R + 1, **{_cache_kwarg(model): cache})
+                    use_cache=True, logits_to_keep=R + 1, **{cache_kwarg(model): cache})
     return out.logits[:, :-1]
 
 
