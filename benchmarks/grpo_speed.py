@@ -15,10 +15,10 @@ the update's forward/backward: the same log-probs and gradients up to float roun
 per-stage seconds per iteration, episodes per second and the speed-up as a markdown block for
 benchmarks/RESULTS.md. Run it on a quiet machine: a second process on two cores halves either number.
 
-    python benchmarks/grpo_speed.py ... --seed --summary benchmarks/results/speed/summary.json
+    python benchmarks/grpo_speed.py ... --seed configs/sokoban_seed.yaml --summary benchmarks/results/speed/summary.json
 
-also runs the SEED twin (``algo.name=seed``, ``skills.analyzer=self``: the policy writes its skills) with the
-last variant's options and writes the issue-44 summary: ``grpo_speedup`` (episodes/s of the last variant over
+also runs the SEED twin (that config with the same ``--set`` overrides and ``skills.analyzer=self``: the
+policy writes its skills) with the last variant's options and writes the issue-44 summary: ``grpo_speedup`` (episodes/s of the last variant over
 ``baseline``), ``seed_over_grpo`` (a SEED iteration's seconds over the same variant's GRPO iteration),
 ``cpu`` (model name and capability), the command, the commit and every variant's stage table.
 """
@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
-    ap.add_argument("--seed", action="store_true", help="also time the SEED twin (self-analyzer) on the last variant")
+    ap.add_argument("--seed", metavar="CONFIG", help="also time this SEED twin (self-analyzer) on the last variant")
     ap.add_argument("--summary", type=Path, help="write the speed summary JSON here")
     args = ap.parse_args()
     names = args.variants.split(",")
@@ -89,12 +89,12 @@ def main() -> None:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; valid: {', '.join(VARIANTS)}")
     cfg = load_config(TrainConfig, args.config, args.overrides)
     episodes = cfg.rollout.tasks_per_batch * cfg.rollout.group_size
-    runs = {name: VARIANTS[name] for name in names}
+    runs = {name: (args.config, VARIANTS[name]) for name in names}
     if args.seed:
-        runs[f"seed ({names[-1]})"] = [*VARIANTS[names[-1]], *SEED]
+        runs[f"seed ({names[-1]})"] = (args.seed, [*VARIANTS[names[-1]], *SEED])
     res = {}
-    for name, extra in runs.items():
-        rows = run(args.config, args.iterations, [*args.overrides, *extra])
+    for name, (path, extra) in runs.items():
+        rows = run(path, args.iterations, [*args.overrides, *extra])
         for r in rows:
             r.setdefault("sampling/episodes", episodes)
         res[name] = summarize(rows)

@@ -504,6 +504,11 @@ class SFTConfig(_Strict):
     #: to the batch's longest (HF's group_by_length, within a batch: the same gradient up to float
     #: summation order; off by default so earlier SFT runs reproduce bit for bit)
     group_by_length: bool = False
+    #: run a prompt prefix that a micro-batch's examples share (>= 32 tokens: the instructions every step
+    #: prompt begins with) once, its KV cache in the graph (seedrl.models.prefix.shared_prefix_forward):
+    #: the same loss and gradient up to float rounding; off by default so earlier SFT runs reproduce bit
+    #: for bit. Not with label_smoothing
+    shared_prefix: bool = False
     #: label smoothing of the response tokens' cross-entropy (seedrl.algos.smoothed_nll): a warm start
     #: that keeps probability on the moves it was not shown, so RL can still sample them; 0 = plain NLL
     label_smoothing: Annotated[float, Field(ge=0, lt=1)] = 0.0
@@ -526,6 +531,9 @@ class SFTConfig(_Strict):
             raise ValueError(f"warmup_steps={self.warmup_steps} (optimizer steps) and warmup_ratio="
                              f"{self.warmup_ratio} (a share of the steps) both set a warm-up; set warmup_steps=0 "
                              f"to use warmup_ratio")
+        if self.shared_prefix and self.label_smoothing:
+            raise ValueError("shared_prefix computes the plain NLL, not the label-smoothed one; set label_smoothing=0 "
+                             "or shared_prefix=false")
         return self
 
 
