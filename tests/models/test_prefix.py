@@ -15,6 +15,7 @@ from seedrl.models.prefix import (
     common_prefix_len,
     plan_shared_prefixes,
     prefix_cache,
+    prompt_tree,
     shared_prefix_forward,
     shared_prefix_logprobs,
     tokens_run,
@@ -235,13 +236,12 @@ def _forward_and_grads(model, fn, weights):
 
 def _step_batch(tiny_tokenizer):
     """Step-0 prompts of 3 groups x 3 samples, two teacher prompts of one of them (they share the text up to
-    the skill block), two later steps (they share the instructions) and a prompt that shares nothing;
-    random responses of 1-13 tokens."""
+    the skill block) and two later steps, all beginning with the same instructions; random responses of
+    1-13 tokens."""
     prompts = [encode_messages(tiny_tokenizer, _messages(t, 0)) for t in range(3) for _ in range(3)]
     prompts += [teacher_prompt_ids("after_task", tiny_tokenizer, _messages(0, 0), SKILL, 10_000),
                 teacher_prompt_ids("after_task", tiny_tokenizer, _messages(0, 0), SKILL + " (again)", 10_000)]
     prompts += [encode_messages(tiny_tokenizer, _messages(9, 1)), encode_messages(tiny_tokenizer, _messages(8, 2))]
-    prompts.insert(4, list(range(300, 350)))
     return prompts, _responses(len(prompts), 7)
 
 
@@ -250,11 +250,11 @@ def test_update_forward_gives_the_plain_logprobs_entropies_and_gradients(model, 
     one (forward_logprobs on pack): the same [B, R] log-probs and entropies (fp32, within 1e-5, zero off the
     response mask, each sample in its input row) and, for a loss weighing every token differently, the same
     gradient of every parameter within 1e-5; the model is in training mode, as in the update. The grouped
-    path is taken (most samples share prefixes, one shares none), so this is not the fallback's equality."""
+    path is taken (a head every prompt shares, repeated prompts), so this is not the fallback's equality."""
     prompts, responses = _step_batch(tiny_tokenizer)
     pad = tiny_tokenizer.pad_token_id
-    groups = plan_shared_prefixes(prompts, responses)
-    assert len(groups) >= 3 and len({i for _, m in groups for i in m}) < len(prompts)
+    head, distinct, row = prompt_tree(prompts, responses)
+    assert head >= MIN_SHARED_PREFIX and len(distinct) < len(prompts)  # the tree's three levels run
     model.train()
     plain_batch = pack(prompts, responses, pad)
     g = torch.Generator().manual_seed(8)
@@ -304,3 +304,39 @@ def test_update_forward_without_shared_prefixes_is_the_plain_forward_bit_for_bit
         getattr(model, "activation_checkpointing_disable", model.gradient_checkpointing_disable)()
         model.eval()
     assert torch.equal(a[0], c[0]) and all(torch.equal(a[2][n], c[2][n]) for n in a[2])
+
+
+def test_prompt_tree_levels_on_a_hand_batch():
+    """The tree of the update's forward: the head every prompt shares (cut so each keeps 2 tokens after it),
+    the distinct prompts, each sample's row among them (-1: an empty response); no head when it is shorter
+    than min_prefix; None when the tree runs no fewer tokens than the plain forward."""
+    head = list(range(100, 140))  # 40 tokens
+    a, b = head + [1, 2, 3], head + [4, 5]
+    prompts, responses = [a, b, a, a, b], [[7], [8, 9], [], [6], [5]]
+    assert prompt_tree(prompts, responses, 32) == (40, [tuple(a), tuple(b)], [0, 1, -1, 0, 1])
+    assert prompt_tree(prompts, responses, 41) == (0, [tuple(a), tuple(b)], [0, 1, -1, 0, 1])
+    assert prompt_tree([a, b], [[7], [8]], 41) is None  # two distinct prompts, no head: nothing saved
+    assert prompt_tree([head[:2], head[:2]], [[7], [8]], 1) is None  # too short to split in three
+
+
+@pytest.mark.parametrize("mbs_head", [True, False])
+def test_update_forward_repeated_prompts_without_a_shared_head(model, tiny_tokenizer, mbs_head):
+    """Repeated prompts whose distinct prompts share no head (or a short one): the tree's first level is
+    the distinct prompts themselves, left-padded; log-probs and gradients equal the plain forward's."""
+    g = torch.Generator().manual_seed(11)
+    uniq = [torch.randint(10, 200, (40 + 7 * k,), generator=g).tolist() for k in range(3)]
+    if mbs_head:
+        uniq = [uniq[0][:35] + u for u in uniq]
+    prompts = [uniq[k % 3] for k in range(8)]
+    responses = _responses(len(prompts), 12)
+    responses[5] = []
+    pad = tiny_tokenizer.pad_token_id
+    tree = prompt_tree(prompts, responses)
+    assert tree is not None and (tree[0] > 0) == mbs_head
+    b = pack(prompts, responses, pad)
+    weights = [torch.randn(b.response_mask.shape, generator=g) for _ in range(2)]
+    a = _forward_and_grads(model, lambda: forward_logprobs(model, b, with_entropy=True), weights)
+    c = _forward_and_grads(model, lambda: shared_prefix_forward(model, prompts, responses, pad, with_entropy=True),
+                           weights)
+    assert (a[0] - c[0]).abs().max().item() <= TOL and (a[1] - c[1]).abs().max().item() <= TOL
+    assert max((a[2][n] - c[2][n]).abs().max().item() for n in a[2]) <= TOL

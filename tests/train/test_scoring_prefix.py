@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import seedrl.train.scoring as scoring_mod
-from seedrl.models.prefix import plan_shared_prefixes
+from seedrl.models.prefix import plan_shared_prefixes, prompt_tree
 from seedrl.train.scoring import analyze
 from seedrl.train.trainer import Trainer
 from tests.helpers import FixedAnalyzer, tiny_cfg
@@ -67,7 +67,7 @@ def test_shared_prefix_update_gives_the_plain_update_gradients(tmp_path, monkeyp
     of a real batch with optim.shared_prefix off and on, from the same weights, the optimizer step
     skipped so the gradients stay: every parameter's gradient agrees within 1e-5 (fp32) and so do the
     logged losses; with the switch on the update's forwards really ran on shared prefixes (a spy
-    counts the groups planned in its micro-batches)."""
+    counts the prompts its micro-batches' trees saved)."""
     import seedrl.train.update as update_mod
     from seedrl.train.update import UpdateBatch, sample_keys
 
@@ -94,7 +94,8 @@ def test_shared_prefix_update_gives_the_plain_update_gradients(tmp_path, monkeyp
     real = update_mod.shared_prefix_forward
 
     def spy(model, prompts, responses, *args, **kwargs):
-        planned.append(len(plan_shared_prefixes(prompts, responses)))
+        tree = prompt_tree(prompts, responses)
+        planned.append(0 if tree is None else len(prompts) - len(tree[1]) + (tree[0] > 0))
         return real(model, prompts, responses, *args, **kwargs)
 
     monkeypatch.setattr(update_mod, "shared_prefix_forward", spy)

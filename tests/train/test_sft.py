@@ -72,22 +72,22 @@ def test_shared_prefix_takes_the_same_step(tmp_path):
     head = torch.randint(5, len(tok), (60,), generator=g).tolist()
     pairs = [(head + p if k % 4 else p, r) for k, (p, r) in enumerate(_pairs(tok, 12))]
     planned: list[int] = []
-    real = prefix_mod.plan_shared_prefixes
+    real = prefix_mod.prompt_tree
 
     def spy(*a, **k):
-        groups = real(*a, **k)
-        planned.append(len(groups))
-        return groups
+        tree = real(*a, **k)
+        planned.append(tree is not None and tree[0] > 0)
+        return tree
 
     runs = []
     for shared in (False, True):
         m = load_model("tiny-micro", tokenizer=tok)
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(prefix_mod, "plan_shared_prefixes", spy)
+            mp.setattr(prefix_mod, "prompt_tree", spy)
             losses = sft_train(m, tok, pairs, epochs=1, lr=1e-2, batch_size=6, micro_batch_size=3, seed=0,
                                shared_prefix=shared)
         runs.append((losses, [p.grad.clone() for p in m.parameters()]))
-    assert sum(planned) > 0
+    assert sum(planned) > 0  # the tree ran, with a shared head
     (loss_a, grad_a), (loss_b, grad_b) = runs
     assert len(loss_a) == len(loss_b) == 2
     assert all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(loss_a, loss_b))
