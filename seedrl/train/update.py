@@ -347,7 +347,11 @@ class Updater:
         for m in range(0, len(pairs), mb):
             chunk = pairs[m:m + mb]
             b = pack([p for p, _ in chunk], [r for _, r in chunk], self.tokenizer.pad_token_id, self.device)
-            logp, _ = forward_logprobs(self._trained, b, bf16=self.precision.bf16)
+            if self.share_prefix:
+                logp, _ = shared_prefix_forward(self._trained, [p for p, _ in chunk], [r for _, r in chunk],
+                                                self.tokenizer.pad_token_id, bf16=self.precision.bf16)
+            else:
+                logp, _ = forward_logprobs(self._trained, b, bf16=self.precision.bf16)
             nll = token_mean(-logp, b.response_mask, rdenom)
             (self.cfg.algo.replay_coef * nll).backward()
             nll_sum += float(nll.detach())

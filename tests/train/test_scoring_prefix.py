@@ -63,7 +63,8 @@ def test_shared_prefix_switch_gives_the_same_old_reference_and_teacher_logprobs(
 
 @pytest.mark.filterwarnings("ignore:Seems like `optimizer.step\\(\\)` has been overridden")
 def test_shared_prefix_update_gives_the_plain_update_gradients(tmp_path, monkeypatch):
-    """One SEED update (PPO clip, entropy, KL and the OPD term on teacher log-probs, deduplicated samples)
+    """One SEED update (PPO clip, entropy, KL and the OPD term on teacher log-probs, deduplicated samples,
+    replayed expert demonstrations)
     of a real batch with optim.shared_prefix off and on, from the same weights, the optimizer step
     skipped so the gradients stay: every parameter's gradient agrees within 1e-5 (fp32) and so do the
     logged losses; with the switch on the update's forwards really ran on shared prefixes (a spy
@@ -72,7 +73,7 @@ def test_shared_prefix_update_gives_the_plain_update_gradients(tmp_path, monkeyp
     from seedrl.train.update import UpdateBatch, sample_keys
 
     tr = Trainer(tiny_cfg(tmp_path / "run", **{"algo.name": "seed", "eval.num_tasks": 0, "algo.opd_coef": 1.0,
-                                              "optim.ppo_epochs": 1, "optim.mini_batch_size": 1024}))
+                                              "algo.replay_coef": 1.0, "optim.ppo_epochs": 1, "optim.mini_batch_size": 1024}))
     trajs = tr.collect({})
     samples = [s for t in trajs for s in t.steps if s.response_ids]
     skills = {r.traj_id: r.skill for r in analyze(FixedAnalyzer(), trajs) if r.skill}
@@ -102,7 +103,7 @@ def test_shared_prefix_update_gives_the_plain_update_gradients(tmp_path, monkeyp
     on, g_on = update(True)
     assert planned and sum(planned) > 0, planned
     assert off["optim_steps"] == on["optim_steps"] == 1 and off["loss/opd"] != 0
-    for k in ("loss/pg", "loss/kl", "loss/entropy", "loss/opd", "opd/gate_mean", "grad_norm"):
+    for k in ("loss/pg", "loss/kl", "loss/entropy", "loss/opd", "opd/gate_mean", "loss/replay", "grad_norm"):
         assert abs(on[k] - off[k]) <= TOL * max(1.0, abs(off[k])), (k, on[k], off[k])
     assert g_on.keys() == g_off.keys() and g_off
     assert max((g_on[n] - g_off[n]).abs().max().item() for n in g_off) <= TOL
