@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from seedrl.envs.registry import DEFAULT_ENV
 from seedrl.errors import SeedRLError
@@ -29,6 +29,17 @@ from seedrl.methods import (
 #: float is finite (``.inf``, ``inf`` and ``nan`` are refused: an infinite rate or coefficient makes
 #: every weight NaN at the first step)
 PosInt = Annotated[int, Field(gt=0)]
+
+
+def _threads(value: Any) -> Any:
+    """``torch_threads``: a positive integer, ``auto`` or unset, one error naming both choices."""
+    if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    raise ValueError(f"a positive number of threads or 'auto' (got {value!r})")
+
+
+#: ``torch_threads``: a number, ``auto`` (seedrl.train.threads) or unset
+Threads = Annotated[int | Literal["auto"] | None, BeforeValidator(_threads)]
 NonNegInt = Annotated[int, Field(ge=0)]
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -401,7 +412,7 @@ class TrainConfig(_Strict):
     keep_checkpoints: NonNegInt = 2  # 0 = keep all
     #: torch's intra-op threads: a number, ``auto`` (the cores no other process is using, chosen again
     #: as the load changes: seedrl.train.threads), or unset (torch's default)
-    torch_threads: PosInt | Literal["auto"] | None = None
+    torch_threads: Threads = None
     model: ModelConfig = Field(default_factory=ModelConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
@@ -443,7 +454,7 @@ class SFTConfig(_Strict):
     seed: NonNegInt = 0
     #: torch's intra-op threads: a number, ``auto`` (the cores no other process is using, chosen again
     #: as the load changes: seedrl.train.threads), or unset (torch's default)
-    torch_threads: PosInt | Literal["auto"] | None = None
+    torch_threads: Threads = None
     model: ModelConfig = Field(default_factory=ModelConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     #: JSONL with {"messages": [...], "response": "..."} or {"prompt": "...", "response": "..."}
