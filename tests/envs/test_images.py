@@ -12,7 +12,7 @@ from seedrl.envs.registry import env_class, env_names, make_env
 from seedrl.errors import SeedRLError
 
 #: the envs whose observations can carry images (every other registered env is a text env)
-IMAGE_ENVS = {"sokoban"}  # sokoban: only with mode: rgb_array
+IMAGE_ENVS = {"sokoban", "ezpoints"}  # sokoban only with mode: rgb_array
 
 
 def test_text_envs_neither_override_nor_announce_images() -> None:
