@@ -5,7 +5,8 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.seedrl-installed
-# Tests and the demo pin threads: two threads collapse when anything else shares the CPU.
+# Tests pin one thread (two threads collapse when anything else shares the CPU); the demo's configs set
+# torch_threads: auto, one thread per core no other process is using (seedrl.train.threads).
 export OMP_NUM_THREADS ?= 1
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false

@@ -9,9 +9,18 @@ while their policies agree): ``baseline`` with every log-prob pass computed as b
 log-probs as the PPO ratio's denominator and each distinct (prompt, response) pair scored once
 (``optim.old_logp=rollout``, ``optim.dedupe=true``): the update itself is the same. ``fast+split``
 adds ``optim.split_distinct`` (every copy of a sample in one mini-batch: each distinct sample runs
-once per epoch; another split of the same batch, so not the same update bit for bit). Prints the
+once per epoch; another split of the same batch, so not the same update bit for bit). ``+prefix``
+adds ``optim.shared_prefix`` (each prompt prefix that samples share run once, in the scoring passes and
+the update's forward/backward: the same log-probs and gradients up to float rounding). Prints the
 per-stage seconds per iteration, episodes per second and the speed-up as a markdown block for
 benchmarks/RESULTS.md. Run it on a quiet machine: a second process on two cores halves either number.
+
+    python benchmarks/grpo_speed.py ... --seed configs/sokoban_seed.yaml --summary benchmarks/results/speed/summary.json
+
+also runs the SEED twin (that config with the same ``--set`` overrides and ``skills.analyzer=self``: the
+policy writes its skills) with the last variant's options and writes the issue-44 summary: ``grpo_speedup`` (episodes/s of the last variant over
+``baseline``), ``seed_over_grpo`` (a SEED iteration's seconds over the same variant's GRPO iteration),
+``cpu`` (model name and capability), the command, the commit and every variant's stage table.
 """
 
 from __future__ import annotations
@@ -20,20 +29,32 @@ import argparse
 import json
 import platform
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
 from seedrl.config import TrainConfig, load_config
+from seedrl.models.precision import device_capability
 from seedrl.train.trainer import Trainer
 
-STAGES = ("rollout", "old_logp", "ref_logp", "advantage", "update")
+STAGES = ("rollout", "old_logp", "ref_logp", "analysis", "rescore", "advantage", "update")
 VARIANTS = {
     "baseline": ["optim.old_logp=recompute", "optim.dedupe=false"],
     "fast": ["optim.old_logp=rollout", "optim.dedupe=true"],
     "fast+split": ["optim.old_logp=rollout", "optim.dedupe=true", "optim.split_distinct=true"],
+    "fast+split+prefix": ["optim.old_logp=rollout", "optim.dedupe=true", "optim.split_distinct=true",
+                          "optim.shared_prefix=true"],
 }
+SEED = ["algo.name=seed", "skills.analyzer=self"]
+
+
+def cpu_name() -> str:
+    """The CPU's model name and what it computes natively (``device_capability``)."""
+    name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")), platform.processor() or platform.machine())
+    return f"{name}; {device_capability('cpu').description}"
 
 
 def run(cfg_path: str, iterations: int, overrides: list[str]) -> list[dict]:
@@ -59,27 +80,48 @@ def main() -> None:
     ap.add_argument("--config", required=True)
     ap.add_argument("--iterations", type=int, default=4)
     ap.add_argument("--set", action="append", default=[], dest="overrides")
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
+    ap.add_argument("--seed", metavar="CONFIG", help="also time this SEED twin (self-analyzer) on the last variant")
+    ap.add_argument("--summary", type=Path, help="write the speed summary JSON here")
     args = ap.parse_args()
+    names = args.variants.split(",")
+    if unknown := [n for n in names if n not in VARIANTS]:
+        ap.error(f"unknown variant(s) {', '.join(unknown)}; valid: {', '.join(VARIANTS)}")
     cfg = load_config(TrainConfig, args.config, args.overrides)
     episodes = cfg.rollout.tasks_per_batch * cfg.rollout.group_size
+    runs = {name: (args.config, VARIANTS[name]) for name in names}
+    if args.seed:
+        runs[f"seed ({names[-1]})"] = (args.seed, [*VARIANTS[names[-1]], *SEED])
     res = {}
-    for name, extra in VARIANTS.items():
-        rows = run(args.config, args.iterations, [*args.overrides, *extra])
+    for name, (path, extra) in runs.items():
+        rows = run(path, args.iterations, [*args.overrides, *extra])
         for r in rows:
             r.setdefault("sampling/episodes", episodes)
         res[name] = summarize(rows)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    print(f"config {args.config} {' '.join('--set ' + o for o in args.overrides)}; {args.iterations} iterations "
-          f"each; commit {commit}; {platform.processor() or platform.machine()}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} thread(s)\n")
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True).stdout.strip()
+    command = "python " + " ".join(sys.argv)
+    print(f"command: {command}\ncommit: {commit}{' (dirty)' if dirty else ''}\nmachine: {cpu_name()}, torch "
+          f"{torch.__version__}, {torch.get_num_threads()} thread(s)\n")
     print("| variant | " + " | ".join(STAGES) + " | total s/iter | episodes/s | distinct samples |")
     print("|---" * (len(STAGES) + 4) + "|")
     for name, r in res.items():
         print(f"| {name} | " + " | ".join(f"{r[s]:.2f}" for s in STAGES)
               + f" | {r['total']:.2f} | {r['episodes_per_s']:.2f} | {r['unique_sample_frac']:.2f} |")
-    for name in list(res)[1:]:
-        print(f"\nspeed-up (episodes/s, {name} / baseline): "
-              f"{res[name]['episodes_per_s'] / res['baseline']['episodes_per_s']:.2f}x")
+    base = res.get("baseline")
+    for name in [n for n in names if n != "baseline"] if base else []:
+        print(f"\nspeed-up (episodes/s, {name} / baseline): {res[name]['episodes_per_s'] / base['episodes_per_s']:.2f}x")
+    seed = res.get(f"seed ({names[-1]})")
+    if seed:
+        print(f"\nseed / grpo seconds per iteration ({names[-1]}): {seed['total'] / res[names[-1]]['total']:.2f}x")
+    if args.summary:
+        args.summary.parent.mkdir(parents=True, exist_ok=True)
+        out = {"grpo_speedup": res[names[-1]]["episodes_per_s"] / base["episodes_per_s"] if base else None,
+               "seed_over_grpo": seed["total"] / res[names[-1]]["total"] if seed else None,
+               "cpu": cpu_name(), "torch_threads": torch.get_num_threads(), "command": command,
+               "commit": commit + ("-dirty" if dirty else ""), "iterations": args.iterations, "variants": res}
+        args.summary.write_text(json.dumps(out, indent=2) + "\n")
 
 
 if __name__ == "__main__":

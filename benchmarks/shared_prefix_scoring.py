@@ -8,7 +8,10 @@ tokens, 3 steps: ``--set`` overrides any of it), then times the loop's no-gradie
 with the switch off and on: ``old`` (the Scorer's own pass over the step samples, with the config's
 ``optim.dedupe`` and ``optim.micro_batch_size``; the reference pass costs the same) and ``teacher``
 (every sample's prompt with a SEED skill block after the task line, plus the student prompts beside
-them, as a teacher batch of a method that scores both). Prints, per pass, the samples, the mean prompt
+them, as a teacher batch of a method that scores both), and ``update``: the update's forward and backward
+over the distinct samples in micro-batches cut from their prompt-sorted order (``optim.shared_prefix``
+runs each micro-batch as a tree, :func:`seedrl.models.prefix.prompt_tree`; "groups" is then the number of
+micro-batches that ran as a tree). Prints, per pass, the samples, the mean prompt
 and response tokens, the groups the planner formed, the tokens the forwards run with each path (a
 count, padding excluded), the median seconds of ``--repeats`` runs of each path and the largest
 difference between their log-probs, as a markdown block for benchmarks/RESULTS.md. Run it on a quiet
@@ -28,7 +31,8 @@ import torch
 
 from seedrl.config import TrainConfig, load_config
 from seedrl.methods.teacher import teacher_prompt_ids
-from seedrl.models.prefix import plan_shared_prefixes, tokens_run
+from seedrl.models.prefix import plan_shared_prefixes, prompt_tree, shared_prefix_forward, tokens_run
+from seedrl.models.scoring import forward_logprobs, pack, unalign
 from seedrl.train.scoring import unique_pairs
 from seedrl.train.trainer import Trainer
 
@@ -51,6 +55,47 @@ def timed(fn, repeats: int) -> tuple[float, list[torch.Tensor]]:
         out = fn()
         times.append(time.perf_counter() - t)
     return statistics.median(times), out
+
+
+def update_chunks(samples, micro_batch_size: int) -> list[tuple[list[list[int]], list[list[int]]]]:
+    """The update's micro-batches of ``samples``: (prompts, responses), cut from their prompt-sorted order."""
+    order = sorted(samples, key=lambda s: s.prompt_ids)
+    return [([s.prompt_ids for s in order[k:k + micro_batch_size]], [s.response_ids for s in order[k:k + micro_batch_size]])
+            for k in range(0, len(order), micro_batch_size)]
+
+
+def update_pass(model, chunks, pad_id: int, bf16: bool, shared: bool) -> list[torch.Tensor]:
+    """Forward and backward (of the summed log-probs) of every micro-batch, in training mode; the
+    log-probs per sample."""
+    out: list[torch.Tensor] = []
+    model.train()
+    for prompts, responses in chunks:
+        if shared:
+            lp, _ = shared_prefix_forward(model, prompts, responses, pad_id, bf16=bf16)
+        else:
+            lp, _ = forward_logprobs(model, pack(prompts, responses, pad_id), bf16=bf16)
+        lp.sum().backward()
+        out += unalign(lp, [len(r) for r in responses])
+    model.zero_grad(set_to_none=True)
+    model.eval()
+    return out
+
+
+def tree_tokens(chunks) -> tuple[int, int, int]:
+    """``(plain, tree, trees)``: the tokens the update's forwards run without and with sharing (padding not
+    counted) and how many micro-batches run as a tree."""
+    plain = tree = trees = 0
+    for prompts, responses in chunks:
+        n = sum(len(p) + len(r) for p, r in zip(prompts, responses))
+        plain += n
+        t = prompt_tree(prompts, responses)
+        if t is None:
+            tree += n
+            continue
+        head, distinct, _ = t
+        trees += 1
+        tree += head + sum(len(u) - 1 - head for u in distinct) + sum(1 + len(r) for r in responses)
+    return plain, tree, trees
 
 
 def max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
@@ -80,6 +125,13 @@ def main() -> None:
                         teacher + [s.prompt_ids for s in samples], [s.response_ids for s in samples] * 2),
         }
         rows = []
+        chunks = update_chunks(distinct, cfg.optim.micro_batch_size)
+        res = {on: timed(lambda on=on: update_pass(tr.model, chunks, tok.pad_token_id, tr.precision.bf16, on),
+                         args.repeats) for on in (False, True)}
+        plain_tok, tree_tok, trees = tree_tokens(chunks)
+        rows.append(("update", len(distinct), statistics.mean(len(s.prompt_ids) for s in distinct),
+                     statistics.mean(len(s.response_ids) for s in distinct), trees, plain_tok, tree_tok,
+                     res[False][0], res[True][0], max_diff(res[False][1], res[True][1])))
         for name, (fn, prompts, responses) in passes.items():
             res = {}
             for on in (False, True):

@@ -11,7 +11,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from seedrl.envs.registry import DEFAULT_ENV
 from seedrl.errors import SeedRLError
@@ -29,6 +37,17 @@ from seedrl.methods import (
 #: float is finite (``.inf``, ``inf`` and ``nan`` are refused: an infinite rate or coefficient makes
 #: every weight NaN at the first step)
 PosInt = Annotated[int, Field(gt=0)]
+
+
+def _threads(value: Any) -> Any:
+    """``torch_threads``: a positive integer, ``auto`` or unset, one error naming both choices."""
+    if value is None or value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return value
+    raise ValueError(f"a positive number of threads or 'auto' (got {value!r})")
+
+
+#: ``torch_threads``: a number, ``auto`` (seedrl.train.threads) or unset
+Threads = Annotated[int | Literal["auto"] | None, BeforeValidator(_threads)]
 NonNegInt = Annotated[int, Field(ge=0)]
 PosFloat = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNegFloat = Annotated[float, Field(ge=0, allow_inf_nan=False)]
@@ -321,12 +340,13 @@ class OptimConfig(_Strict):
     #: log-probs) run one forward/backward weighted by their count. The same update up to float
     #: rounding; a peaked policy's groups repeat most of their steps
     dedupe: bool = True
-    #: the no-gradient scoring passes (old, reference and teacher log-probs) run a prompt prefix that
-    #: several samples share (>= 32 tokens: a group's step-0 prompt, teacher prompts up to their skill
-    #: block) once and reuse its KV cache for each sample's continuation
-    #: (``seedrl.models.prefix.shared_prefix_logprobs``). The same log-probs up to float rounding (fp32:
-    #: within 1e-5); a batch with no shared prefix is scored as without it, bit for bit. The update's
-    #: forwards are not affected
+    #: the scoring passes (old, reference and teacher log-probs) and, in one process, the update's
+    #: forwards run a prompt prefix that several samples share (>= 32 tokens: a group's step-0 prompt,
+    #: the instructions every prompt begins with, teacher prompts up to their skill block) once and reuse
+    #: its KV cache for each sample's continuation (``seedrl.models.prefix.shared_prefix_logprobs``; in
+    #: the update ``shared_prefix_forward``, whose cache keeps its graph, the micro-batches cut from the
+    #: mini-batch sorted by prompt). The same log-probs and gradients up to float rounding (fp32: within
+    #: 1e-5); a batch with no shared prefix is scored as without it, bit for bit
     shared_prefix: bool = False
     #: with ``dedupe``, draw the mini-batches over the batch's distinct samples: every copy of one
     #: sample falls in the same mini-batch (a mini-batch closes at ``mini_batch_size`` samples), so each
@@ -398,7 +418,9 @@ class TrainConfig(_Strict):
     iterations: NonNegInt = 10
     save_every: NonNegInt = 5  # 0 = never
     keep_checkpoints: NonNegInt = 2  # 0 = keep all
-    torch_threads: PosInt | None = None
+    #: torch's intra-op threads: a number, ``auto`` (the cores no other process is using, chosen again
+    #: as the load changes: seedrl.train.threads), or unset (torch's default)
+    torch_threads: Threads = None
     model: ModelConfig = Field(default_factory=ModelConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     rollout: RolloutConfig = Field(default_factory=RolloutConfig)
@@ -438,7 +460,9 @@ class SFTConfig(_Strict):
 
     run_dir: Name = "runs/sft"
     seed: NonNegInt = 0
-    torch_threads: PosInt | None = None
+    #: torch's intra-op threads: a number, ``auto`` (the cores no other process is using, chosen again
+    #: as the load changes: seedrl.train.threads), or unset (torch's default)
+    torch_threads: Threads = None
     model: ModelConfig = Field(default_factory=ModelConfig)
     env: EnvConfig = Field(default_factory=EnvConfig)
     #: JSONL with {"messages": [...], "response": "..."} or {"prompt": "...", "response": "..."}
@@ -499,6 +523,11 @@ class SFTConfig(_Strict):
     #: to the batch's longest (HF's group_by_length, within a batch: the same gradient up to float
     #: summation order; off by default so earlier SFT runs reproduce bit for bit)
     group_by_length: bool = False
+    #: run a prompt prefix that a micro-batch's examples share (>= 32 tokens: the instructions every step
+    #: prompt begins with) once, its KV cache in the graph (seedrl.models.prefix.shared_prefix_forward):
+    #: the same loss and gradient up to float rounding; off by default so earlier SFT runs reproduce bit
+    #: for bit. Not with label_smoothing
+    shared_prefix: bool = False
     #: label smoothing of the response tokens' cross-entropy (seedrl.algos.smoothed_nll): a warm start
     #: that keeps probability on the moves it was not shown, so RL can still sample them; 0 = plain NLL
     label_smoothing: Annotated[float, Field(ge=0, lt=1)] = 0.0
@@ -521,6 +550,9 @@ class SFTConfig(_Strict):
             raise ValueError(f"warmup_steps={self.warmup_steps} (optimizer steps) and warmup_ratio="
                              f"{self.warmup_ratio} (a share of the steps) both set a warm-up; set warmup_steps=0 "
                              f"to use warmup_ratio")
+        if self.shared_prefix and self.label_smoothing:
+            raise ValueError("shared_prefix computes the plain NLL, not the label-smoothed one; set label_smoothing=0 "
+                             "or shared_prefix=false")
         return self
 
 

@@ -14,6 +14,12 @@ An environment instance plays one episode at a time on a task named by a panel t
   and returns its :meth:`~PrivilegedState.to_dict`; the env's oracle reads the dict back with
   :meth:`~PrivilegedState.parse`, which raises :class:`PrivilegedStateError` naming a missing or
   wrongly typed key.
+- ``observation_images()`` is the list of images that go with the observation the latest ``reset`` or
+  ``step`` returned (uint8 ``H x W x 3`` RGB arrays, in the order the prompt shows them); ``[]`` for a
+  text env, which is every env that does not override it. An env that can return images sets
+  ``returns_images`` (on the class, or per instance where an option such as ``mode: rgb_array``
+  decides). The observation *text* is then what the prompt says beside the images: it never spells
+  out what the images show.
 
 Rewards follow verl-agent: the episode reward is ``10 * won`` unless an env documents otherwise.
 """
@@ -29,6 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar, TypeVar, Union
 
+import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from seedrl.errors import SeedRLError, unknown_name
@@ -305,6 +312,24 @@ def option_error(cls: type[EnvOptions], exc: ValidationError) -> SeedRLError:
     return SeedRLError(f"{cls.env_name} env option {where}: {msg}, got {got!r}{accepts}")
 
 
+# -- images beside the observation text -----------------------------------------------------------
+#: one image of an observation: an RGB array, ``uint8``, shape ``(height, width, 3)``
+ObservationImage = np.ndarray
+
+
+def rgb_image(image: Any) -> ObservationImage:
+    """``image`` as an observation image: a ``uint8`` ``(H, W, 3)`` array (a PIL image is converted to RGB;
+    a float array or another shape is an error, never rescaled or guessed). The array is a copy, so the
+    env may keep drawing on its own buffer."""
+    if not isinstance(image, np.ndarray) and hasattr(image, "convert") and hasattr(image, "size"):
+        image = np.asarray(image.convert("RGB"))  # a PIL image, without importing PIL here
+    if not isinstance(image, np.ndarray):
+        raise SeedRLError(f"an observation image must be a uint8 HxWx3 array or a PIL image, not {type(image).__name__}")
+    if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 3 or 0 in image.shape[:2]:
+        raise SeedRLError(f"an observation image must be a uint8 HxWx3 array, got {image.dtype} {image.shape}")
+    return np.array(image, dtype=np.uint8, copy=True)
+
+
 # -- the protocol ---------------------------------------------------------------------------------
 def sdar_keyword_types(text: str, task_keywords: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
     """SDAR's keyword route (``SkillProvider.get_privileged_info_from_prompt``): every task type, in the
@@ -348,6 +373,8 @@ class Env(ABC):
     packages: tuple[str, ...] = ()
     #: generation stops once one of these strings is produced (the closing tag of an action)
     stop: tuple[str, ...] = ("</action>",)
+    #: whether :meth:`observation_images` can return images (an env with a pixel mode sets it per instance)
+    returns_images: bool = False
 
     def __init__(self) -> None:
         self.task_id: str | None = None
@@ -427,6 +454,12 @@ class Env(ABC):
     @abstractmethod
     def step(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         """Apply an action; return (observation, reward, done, info with won/action_valid)."""
+
+    def observation_images(self) -> list[ObservationImage]:
+        """The images of the observation the latest :meth:`reset` or :meth:`step` returned, each an
+        ``rgb_image`` (uint8 ``H x W x 3``), in prompt order; ``[]`` for a text observation (the default:
+        text envs never override this)."""
+        return []
 
     def admissible_actions(self) -> list[str] | None:
         return None

@@ -33,6 +33,7 @@ _REGISTRY: dict[str, str] = {
     "scienceworld": "seedrl.envs.scienceworld.env:ScienceWorldEnv",
     "webshop": "seedrl.envs.webshop.env:WebShopEnv",
     "household": "seedrl.envs.household.env:HouseholdEnv",
+    "ezpoints": "seedrl.envs.ezpoints.env:EZPointsEnv",
 }
 
 

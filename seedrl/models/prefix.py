@@ -22,15 +22,15 @@ transformers ``DynamicCache`` of plain full-attention layers; a model whose cach
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import Sequence
 
 import torch
 
-from seedrl.algos.losses import token_logprobs
+from seedrl.algos.losses import entropy_from_logits, token_logprobs
+from seedrl.models.kvcache import cache_kwarg
 from seedrl.models.precision import autocast
-from seedrl.models.scoring import Packed, batched_logprobs, pack, unalign
+from seedrl.models.scoring import Packed, batched_logprobs, forward_logprobs, pack, unalign
 
 log = logging.getLogger(__name__)
 
@@ -112,13 +112,6 @@ def pack_continuations(prefix_mask: torch.Tensor, rests: Sequence[Sequence[int]]
     return Packed(b.input_ids, att, pos, b.response_mask, b.resp_len)
 
 
-def _cache_kwarg(model) -> str:
-    """The name under which this transformers version's forward takes a KV cache (``cache`` from 5.x)."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    params = inspect.signature(type(base).forward).parameters
-    return "cache" if "cache" in params else "past_key_values"
-
-
 def _cache_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """Per-layer ``(keys, values)`` ``[B, H, L, D]`` of a cache of plain full-attention layers; None
     for any other cache (sliding-window or linear-attention layers, another cache API)."""
@@ -162,19 +155,28 @@ def prefix_cache(model, prefixes: Sequence[Sequence[int]], pad_id: int, bf16: bo
     return [(torch.where(keep, k, 0), torch.where(keep, v, 0)) for k, v in kv], att
 
 
-def continuation_logprobs(model, batch: Packed, kv: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                          bf16: bool = False) -> torch.Tensor:
-    """Log-probs ``[B, R]`` (float32, zero off ``response_mask``) of the response tokens of ``batch``
-    (:func:`pack_continuations`) run on top of the prefix cache ``kv`` (per layer ``[B, H, P, D]``)."""
+def continuation_logits(model, batch: Packed, kv: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                        bf16: bool = False) -> torch.Tensor:
+    """Logits ``[B, R, V]`` of the positions that predict the response tokens of ``batch``
+    (:func:`pack_continuations`) run on top of the prefix cache ``kv`` (per layer ``[B, H, P, D]``), as
+    :func:`~seedrl.models.scoring.response_logits` gives them for the whole sequence. Gradients flow
+    into ``kv`` (and so into the prefix's forward) unless the caller disables them."""
     from transformers import DynamicCache
 
     cache = DynamicCache(ddp_cache_data=[(k, v) for k, v in kv])
     R = batch.width
     with autocast(batch.input_ids.device, bf16):
         out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
-                    use_cache=True, logits_to_keep=R + 1, **{_cache_kwarg(model): cache})
-    logits = out.logits[:, :-1]
-    return token_logprobs(logits, batch.input_ids[:, -R:]) * batch.response_mask
+                    use_cache=True, logits_to_keep=R + 1, **{cache_kwarg(model): cache})
+    return out.logits[:, :-1]
+
+
+def continuation_logprobs(model, batch: Packed, kv: Sequence[tuple[torch.Tensor, torch.Tensor]],
+                          bf16: bool = False) -> torch.Tensor:
+    """Log-probs ``[B, R]`` (float32, zero off ``response_mask``) of the response tokens of ``batch``
+    (:func:`pack_continuations`) run on top of the prefix cache ``kv`` (per layer ``[B, H, P, D]``)."""
+    logits = continuation_logits(model, batch, kv, bf16)
+    return token_logprobs(logits, batch.input_ids[:, -batch.width:]) * batch.response_mask
 
 
 def _waves(groups: list[tuple[int, list[int]]], micro_batch_size: int) -> list[list[tuple[int, list[int]]]]:
@@ -240,3 +242,116 @@ def shared_prefix_logprobs(model, prompts: Sequence[Sequence[int]], responses: S
                                                  pad_id, micro_batch_size, bf16=bf16)):
             out[i] = v
     return out  # type: ignore[return-value]
+
+
+def _checkpointing(model) -> bool:
+    """Whether the model runs under gradient (activation) checkpointing (its name from transformers 5.x)."""
+    for name in ("is_activation_checkpointing", "is_gradient_checkpointing"):
+        if hasattr(type(model), name) or hasattr(model, name):
+            return bool(getattr(model, name))
+    return False
+
+
+def _zero_pads(kv: Sequence[tuple[torch.Tensor, torch.Tensor]], mask: torch.Tensor):
+    """``kv`` with the positions ``mask`` ``[B, L]`` leaves out set to 0 (a pad's states are never attended,
+    but a NaN there would survive a zero attention weight)."""
+    keep = mask.bool()[:, None, :, None]
+    return [(torch.where(keep, k, 0), torch.where(keep, v, 0)) for k, v in kv]
+
+
+def extend_cache(model, kv: Sequence[tuple[torch.Tensor, torch.Tensor]], mask: torch.Tensor,
+                 rests: Sequence[Sequence[int]], pad_id: int, bf16: bool = False):
+    """Run ``rests[i]`` (each at least one token) on top of row i of the cache ``kv`` (per layer
+    ``[B, H, P, D]``, real positions ``mask`` ``[B, P]``) and return the grown cache and its mask
+    (``[B, H, P + W, D]``, ``[B, P + W]``; the left pads of the rests sit between the two parts), or None
+    when the model's cache is not one :func:`_cache_tensors` reads. The graph is kept: a loss on what
+    attends to the grown cache reaches every token of it."""
+    from transformers import DynamicCache
+
+    b = pack_continuations(mask, rests, [[] for _ in rests], pad_id)
+    cache = DynamicCache(ddp_cache_data=[(k, v) for k, v in kv])
+    with autocast(b.input_ids.device, bf16):
+        model(input_ids=b.input_ids, attention_mask=b.attention_mask, position_ids=b.position_ids, use_cache=True,
+              logits_to_keep=1, **{cache_kwarg(model): cache})
+    grown = _cache_tensors(cache)
+    return None if grown is None else (_zero_pads(grown, b.attention_mask), b.attention_mask)
+
+
+def prompt_tree(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],
+                min_prefix: int = MIN_SHARED_PREFIX) -> tuple[int, list[tuple[int, ...]], list[int]] | None:
+    """The three levels :func:`shared_prefix_forward` runs: ``(head, distinct, row)``.
+
+    ``head``: the tokens every prompt shares (0 when fewer than ``min_prefix``), cut so each prompt keeps
+    at least two tokens after it; ``distinct``: the distinct prompts; ``row[i]``: sample i's index in
+    ``distinct`` (-1 for an empty response, which gets a zero row). The head runs once, each distinct prompt
+    (less its last token) once on top of it, and each sample's last prompt token and response on top of
+    its prompt. None when that runs no fewer tokens than the plain forward (nothing shared), or a prompt
+    is shorter than 3 tokens.
+    """
+    live = [i for i in range(len(prompts)) if len(responses[i])]
+    if not live or any(len(prompts[i]) < 3 for i in live):
+        return None
+    index: dict[tuple[int, ...], int] = {}
+    row = [index.setdefault(tuple(prompts[i]), len(index)) if len(responses[i]) else -1 for i in range(len(prompts))]
+    distinct = list(index)
+    head = min(len(u) for u in distinct) - 2
+    for u in distinct[1:]:
+        head = min(head, common_prefix_len(distinct[0], u))
+    head = head if head >= max(1, min_prefix) and len(distinct) > 1 else 0
+    plain = sum(len(prompts[i]) + len(responses[i]) for i in live)
+    tree = head + sum(len(u) - 1 - head for u in distinct) + sum(1 + len(responses[i]) for i in live)
+    return (head, distinct, row) if tree < plain else None
+
+
+def _left_pad(x: torch.Tensor | None, width: int) -> torch.Tensor | None:
+    """``x`` ``[B, R]`` right-aligned in ``[B, width]`` (zeros on the left)."""
+    return None if x is None else torch.nn.functional.pad(x, (width - x.shape[1], 0))
+
+
+def shared_prefix_forward(model, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
+                          with_entropy: bool = False, bf16: bool = False,
+                          min_prefix: int = MIN_SHARED_PREFIX) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`~seedrl.models.scoring.forward_logprobs` of ``pack(prompts, responses)``, with gradient, each
+    shared prompt prefix run once: log-probs ``[B, R]`` (float32, right-aligned, zero off the response
+    mask, R = the longest response) and the entropies when ``with_entropy`` (else None).
+
+    The update's micro-batch as a tree of three levels (:func:`prompt_tree`): the instructions every
+    prompt begins with, once; each distinct prompt's rest on top of them (:func:`extend_cache`); each
+    sample's last prompt token and response on top of its prompt. The caches keep their graph, so the
+    loss's gradient reaches each shared token once, through everything that attends to it: the same
+    log-probs and gradients as the plain forward up to float rounding (fp32: within 1e-5). Nothing
+    shared, a model under gradient checkpointing (transformers then keeps no cache) or a cache
+    :func:`_cache_tensors` does not read: the plain forward itself.
+    """
+    device = next(model.parameters()).device
+    plain = pack(prompts, responses, pad_id, device)
+    tree = None if _checkpointing(model) else prompt_tree(prompts, responses, min_prefix)
+    cached = None
+    if tree is not None:
+        head, distinct, row = tree
+        if head:
+            top = prefix_cache(model, [distinct[0][:head]], pad_id, bf16)
+            if top is not None:
+                kv, mask = top
+                n = len(distinct)
+                cached = extend_cache(model, [(k.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for k, v in kv],
+                                      mask.expand(n, -1), [u[head:-1] for u in distinct], pad_id, bf16)
+        else:
+            cached = prefix_cache(model, [u[:-1] for u in distinct], pad_id, bf16)
+    if cached is None:
+        return forward_logprobs(model, plain, with_entropy=with_entropy, bf16=bf16)
+    kv, mask = cached
+    live = [i for i in range(len(prompts)) if row[i] >= 0]
+    rows = torch.tensor([row[i] for i in live], device=mask.device)
+    b = pack_continuations(mask[rows], [prompts[i][-1:] for i in live], [responses[i] for i in live], pad_id)
+    logits = continuation_logits(model, b, [(k[rows], v[rows]) for k, v in kv], bf16)
+    W = plain.width
+    where = torch.full((len(prompts),), len(live), dtype=torch.long, device=device)  # the zero row: no response
+    where[torch.tensor(live, device=device)] = torch.arange(len(live), device=device)
+    zero = torch.zeros(1, W, device=device)
+
+    def place(x: torch.Tensor) -> torch.Tensor:  # [len(live), R'] -> every sample's row, [B, W]
+        return torch.cat([_left_pad(x * b.response_mask, W), zero])[where]
+
+    logp = place(token_logprobs(logits, b.input_ids[:, -b.width:]))
+    return logp, place(entropy_from_logits(logits)) if with_entropy else None

@@ -1,8 +1,8 @@
 """Generation backends: turn a batch of prompt token ids into sampled responses with log-probs.
 
-The Hugging Face backend calls ``model.generate`` once per batch (left padding, KV cache) and
-records, for every sampled token, its log-prob under the *untempered* policy (temperature 1,
-no top-p), which is what the PPO ratio needs. The vLLM backend (:mod:`seedrl.rollout.vllm_backend`,
+The Hugging Face backend calls ``model.generate`` once per batch (left padding, a KV cache that fills
+preallocated buffers: :mod:`seedrl.models.kvcache`) and records, for every sampled token, its log-prob
+under the *untempered* policy (temperature 1, no top-p), which is what the PPO ratio needs. The vLLM backend (:mod:`seedrl.rollout.vllm_backend`,
 ``rollout.backend=vllm``) implements the same methods with an in-process engine whose weights the
 trainer syncs after every update.
 """
@@ -15,6 +15,7 @@ from typing import Protocol
 import torch
 
 from seedrl.errors import SeedRLError, unknown_name
+from seedrl.models.kvcache import cache_kwarg, preallocated_cache
 from seedrl.models.precision import autocast
 
 
@@ -25,6 +26,9 @@ class SamplingParams:
     top_p: float = 1.0
     greedy: bool = False
     stop: list[str] = field(default_factory=lambda: ["</action>"])
+    #: record each token's log-prob (the PPO ratio reads them); False: ``Generation.logprobs`` is empty
+    #: and the HF backend skips a full-vocabulary log_softmax per step (the analyzer reads only text)
+    logprobs: bool = True
 
 
 @dataclass
@@ -76,11 +80,13 @@ class HFBackend:
     """``transformers`` generate on CPU or CUDA, sharing the policy's weights (no sync needed).
 
     ``bf16``: generate under bf16 autocast (the run's compute precision, ``model.precision``), so
-    rollouts, analysis and evaluation compute as the trainer's scoring passes do."""
+    rollouts, analysis and evaluation compute as the trainer's scoring passes do. ``preallocate``:
+    hand ``generate`` a cache that fills preallocated buffers (:mod:`seedrl.models.kvcache`; the same
+    tokens, faster); False keeps transformers' own (``benchmarks/analysis_speed.py`` times both)."""
 
-    def __init__(self, model, tokenizer, bf16: bool = False) -> None:
+    def __init__(self, model, tokenizer, bf16: bool = False, preallocate: bool = True) -> None:
         self.model = model
-        self.bf16 = bf16
+        self.bf16, self.preallocate = bf16, preallocate
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id
         self.eos_ids = {tokenizer.eos_token_id}
@@ -134,8 +140,8 @@ class HFBackend:
         for i, p in enumerate(prompts):
             input_ids[i, width - len(p):] = torch.tensor(p)
             attention[i, width - len(p):] = 1
-        recorder = _RecordLogprobs()
-        processors = [recorder]
+        recorder = _RecordLogprobs() if params.logprobs else None
+        processors = [recorder] if recorder is not None else []
         if not params.greedy:
             if params.temperature <= 0:
                 raise SeedRLError("temperature must be > 0 when sampling; set greedy for argmax decoding")
@@ -157,6 +163,7 @@ class HFBackend:
                     done[r] = any(s in self.text[r] for s in stop)
                 return done
 
+        cache = preallocated_cache(self.model, width + params.max_new_tokens) if self.preallocate else None
         was_training = self.model.training
         self.model.eval()
         devices = [device] if device.type == "cuda" else []
@@ -172,7 +179,7 @@ class HFBackend:
                 max_new_tokens=params.max_new_tokens, logits_processor=LogitsProcessorList(processors),
                 stopping_criteria=StoppingCriteriaList([_StopStrings()]) if stop else None,
                 pad_token_id=self.pad_id, eos_token_id=sorted(self.eos_ids),
-                return_dict_in_generate=True,
+                return_dict_in_generate=True, **({cache_kwarg(self.model): cache} if cache is not None else {}),
                 # each process generates on its own: HF would otherwise step an FSDP-sharded model's
                 # processes in lockstep; seedrl gathers the full weights first (seedrl.train.fsdp)
                 synced_gpus=False,
@@ -180,13 +187,14 @@ class HFBackend:
         if was_training:
             self.model.train()
         new = out.sequences[:, width:].cpu()
-        logps = recorder.finish(out.sequences[:, -1]).cpu()
+        logps = recorder.finish(out.sequences[:, -1]).cpu() if recorder is not None else None
         results = []
         for r in range(len(prompts)):
             ids = new[r].tolist()
             n, reason = self._cut(ids, stop)
             ids = ids[:n]
-            results.append(Generation(ids, logps[r, :n].tolist(), self.tokenizer.decode(ids), reason))
+            lp = logps[r, :n].tolist() if logps is not None else []
+            results.append(Generation(ids, lp, self.tokenizer.decode(ids), reason))
         return results
 
 

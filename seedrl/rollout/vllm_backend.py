@@ -240,7 +240,8 @@ class VLLMBackend:
             raise SeedRLError("temperature must be > 0 when sampling; set greedy for argmax decoding")
         stop = list(params.stop) or None
         common = dict(n=1, max_tokens=params.max_new_tokens, stop=stop, stop_token_ids=sorted(self.eos_ids),
-                      include_stop_str_in_output=True, logprobs=0, repetition_penalty=1.0,
+                      include_stop_str_in_output=True, logprobs=0 if params.logprobs else None,
+                      repetition_penalty=1.0,
                       skip_special_tokens=False)
         if params.greedy:
             sps = [VSamplingParams(temperature=0.0, **common)] * len(prompts)

@@ -36,9 +36,11 @@ from seedrl.envs.registry import env_class, make_env
 from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write, writing
 from seedrl.models.loading import save_model
+from seedrl.models.prefix import shared_prefix_forward
 from seedrl.models.scoring import forward_logprobs, pack, response_logits
 from seedrl.rollout.runner import encode_messages
 from seedrl.train.policy import adamw, build_policy
+from seedrl.train.threads import apply_threads
 
 if TYPE_CHECKING:
     from seedrl.rollout.types import Trajectory
@@ -287,11 +289,14 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
               batch_size: int, micro_batch_size: int, weight_decay: float = 0.0, grad_clip: float = 1.0,
               warmup_steps: int = 0, seed: int = 0, bf16: bool = False, group_by_length: bool = False,
               label_smoothing: float = 0.0, on_step=None, warmup_ratio: float = 0.0, lr_floor: float = 0.1,
-              betas: tuple[float, float] = (0.9, 0.999)) -> list[float]:
+              betas: tuple[float, float] = (0.9, 0.999), shared_prefix: bool = False) -> list[float]:
     """Token-mean NLL of the response tokens (label-smoothed by ``label_smoothing``,
     :func:`seedrl.algos.smoothed_nll`); returns the loss of every optimizer step.
     ``bf16``: forward/backward under bf16 autocast (the weights stay fp32); ``group_by_length``: see
-    :func:`micro_batches`."""
+    :func:`micro_batches`; ``shared_prefix``: each micro-batch's shared prompt prefixes run once
+    (:func:`~seedrl.models.prefix.shared_prefix_forward`, the same gradient up to float rounding)."""
+    if shared_prefix and label_smoothing:
+        raise SeedRLError("SFT shared_prefix computes the plain NLL; set label_smoothing=0 or shared_prefix=false")
     device = next(model.parameters()).device
     params = [p for p in model.parameters() if p.requires_grad]
     opt = adamw(model, lr, weight_decay, betas)
@@ -317,6 +322,9 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
                 b = pack([pairs[i][0] for i in mi], [pairs[i][1] for i in mi], tokenizer.pad_token_id, device)
                 if label_smoothing:
                     nll = smoothed_nll(response_logits(model, b, bf16), b.input_ids[:, -b.width:], label_smoothing)
+                elif shared_prefix:
+                    nll = -shared_prefix_forward(model, [pairs[i][0] for i in mi], [pairs[i][1] for i in mi],
+                                                 tokenizer.pad_token_id, bf16=bf16)[0]
                 else:
                     nll = -forward_logprobs(model, b, bf16=bf16)[0]
                 loss = token_mean(nll, b.response_mask, denom)
@@ -365,8 +373,7 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     from seedrl.eval.evaluate import evaluate
     from seedrl.rollout.backends import HFBackend
 
-    if cfg.torch_threads:
-        torch.set_num_threads(cfg.torch_threads)
+    threads = apply_threads(cfg.torch_threads)
     run_dir = Path(cfg.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir / "config.yaml")
@@ -450,6 +457,8 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
         task = prog.add_task("sft", total=None)
 
         def on_step(i: int, total: int, loss: float) -> None:
+            if threads is not None:
+                threads.step()
             prog.update(task, completed=i, total=total, description=f"sft loss={loss:.3f}")
             if not prog.console.is_terminal and (i % max(1, total // 20) == 0 or i == total):
                 # a log file gets no progress bar: a plain line every 5 % of the steps
@@ -460,7 +469,7 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                            grad_clip=cfg.grad_clip, warmup_steps=cfg.warmup_steps, seed=cfg.seed,
                            bf16=bf16, group_by_length=cfg.group_by_length,
                            label_smoothing=cfg.label_smoothing, on_step=on_step, warmup_ratio=cfg.warmup_ratio,
-                           lr_floor=cfg.lr_floor, betas=tuple(cfg.betas))
+                           lr_floor=cfg.lr_floor, betas=tuple(cfg.betas), shared_prefix=cfg.shared_prefix)
     summary |= {"steps": len(losses), "loss_first": losses[0], "loss_last": losses[-1],
                 "train_seconds": time.perf_counter() - t0,
                 # how much the start still explores where it decides (RL needs mixed groups)

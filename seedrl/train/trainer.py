@@ -57,6 +57,7 @@ from seedrl.train.resume import (
 )
 from seedrl.train.runlock import RunLock, lock_run_dir
 from seedrl.train.scoring import Scorer, unique_pairs
+from seedrl.train.threads import apply_threads
 from seedrl.train.traces import cut_traces, save_iteration_trace, write_skills
 from seedrl.train.update import (
     UpdateBatch,
@@ -96,8 +97,8 @@ class Trainer:
         self.world: World = setup(cfg.model.device)
         self.rollout_shards = process_layout(cfg, self.world, rollout_shards)
         main = self.world.main
-        if cfg.torch_threads:
-            torch.set_num_threads(cfg.torch_threads)
+        #: ``torch_threads: auto``'s governor (None: a fixed number, set here)
+        self.threads = apply_threads(cfg.torch_threads)
         self.run_dir = Path(cfg.run_dir)
         self.ckpt_dir = self.run_dir / "checkpoints"
         #: one live process per run folder (seedrl.train.runlock), taken before the folder is read
@@ -253,6 +254,8 @@ class Trainer:
     def train_iteration(self) -> dict[str, Any]:
         """One iteration: collect -> score (old, reference log-probs) -> analyze and re-score (methods with
         skills) -> advantages -> update; returns its metrics row. Each stage is timed (``time/<stage>``)."""
+        if self.threads is not None:
+            self.threads.step()
         timings: dict[str, float] = {}
         stage = stage_timer(timings)
         rollout_t: dict[str, float] = {}
@@ -313,6 +316,8 @@ class Trainer:
         metrics |= {f"time/{k}": v for k, v in timings.items()}
         metrics |= {f"time/rollout_{k}": v for k, v in rollout_t.items()}
         metrics["iteration"] = self.iteration
+        if self.threads is not None:  # torch_threads: auto, the threads this iteration ran with
+            metrics["sys/torch_threads"] = torch.get_num_threads()
         if self.world.active or fsdp.is_sharded(self.model):
             metrics |= {"dist/world_size": self.world.size, "dist/fsdp": int(fsdp.is_sharded(self.model)),
                         "dist/ddp": int(self._ddp is not None)}

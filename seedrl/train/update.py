@@ -22,6 +22,7 @@ from seedrl.algos import kl_k3, ppo_clip_loss, signal_weights, token_mean
 from seedrl.config import TrainConfig
 from seedrl.envs.panels import build_panel
 from seedrl.errors import SeedRLError
+from seedrl.models.prefix import shared_prefix_forward
 from seedrl.models.scoring import forward_logprobs, pack, right_align
 from seedrl.rollout.types import StepSample, Trajectory
 from seedrl.train import fsdp
@@ -193,6 +194,9 @@ class Updater:
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_factor(warm))
         self.method, self.tokenizer, self.precision, self.device = method, tokenizer, precision, device
         self.replay_pairs, self.ckpt_dir = replay_pairs, ckpt_dir
+        #: ``optim.shared_prefix`` in the update's forwards too (one process: a DDP/FSDP backward is a
+        #: collective per forward layout, and the micro-batches are reordered, see :meth:`minibatch_step`)
+        self.share_prefix = cfg.optim.shared_prefix and not world.active
         #: the iterations done before this update (seeds its mini-batch draw; names it in messages)
         self.iteration = 0
 
@@ -288,6 +292,8 @@ class Updater:
             count = dict(zip(idx, weights))
             if sw is not None:
                 sw = {i: summed[batch.keys[i]] for i in idx}
+        if self.share_prefix:  # samples that share a prompt prefix in the same micro-batch; every weight is
+            idx = sorted(idx, key=lambda i: batch.samples[i].prompt_ids)  # per sample, so the sum is the same
         passes: list[list[int] | None] = [idx[s:s + o.micro_batch_size] for s in range(0, len(idx), o.micro_batch_size)]
         passes += [None] * (self._passes(len(passes), micro_batches) - len(passes))
         for j, mi in enumerate(passes):
@@ -341,7 +347,11 @@ class Updater:
         for m in range(0, len(pairs), mb):
             chunk = pairs[m:m + mb]
             b = pack([p for p, _ in chunk], [r for _, r in chunk], self.tokenizer.pad_token_id, self.device)
-            logp, _ = forward_logprobs(self._trained, b, bf16=self.precision.bf16)
+            if self.share_prefix:
+                logp, _ = shared_prefix_forward(self._trained, [p for p, _ in chunk], [r for _, r in chunk],
+                                                self.tokenizer.pad_token_id, bf16=self.precision.bf16)
+            else:
+                logp, _ = forward_logprobs(self._trained, b, bf16=self.precision.bf16)
             nll = token_mean(-logp, b.response_mask, rdenom)
             (self.cfg.algo.replay_coef * nll).backward()
             nll_sum += float(nll.detach())
@@ -375,8 +385,13 @@ class Updater:
         samples = batch.samples
         b = pack([samples[i].prompt_ids for i in mi], [samples[i].response_ids for i in mi],
                  self.tokenizer.pad_token_id, self.device)
-        logp, ent = forward_logprobs(self._trained, b, with_entropy=c.entropy_coef > 0,
-                                     bf16=self.precision.bf16)
+        if self.share_prefix:
+            logp, ent = shared_prefix_forward(self._trained, [samples[i].prompt_ids for i in mi],
+                                              [samples[i].response_ids for i in mi], self.tokenizer.pad_token_id,
+                                              with_entropy=c.entropy_coef > 0, bf16=self.precision.bf16)
+        else:
+            logp, ent = forward_logprobs(self._trained, b, with_entropy=c.entropy_coef > 0,
+                                         bf16=self.precision.bf16)
         unit = b.response_mask
         # the aggregation mask: a merged sample counts as often as the samples it stands for
         mask = unit if weights is None else unit * torch.tensor(weights, dtype=unit.dtype, device=self.device)[:, None]

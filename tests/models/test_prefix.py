@@ -15,10 +15,12 @@ from seedrl.models.prefix import (
     common_prefix_len,
     plan_shared_prefixes,
     prefix_cache,
+    prompt_tree,
+    shared_prefix_forward,
     shared_prefix_logprobs,
     tokens_run,
 )
-from seedrl.models.scoring import batched_logprobs
+from seedrl.models.scoring import batched_logprobs, forward_logprobs, pack
 from seedrl.rollout.runner import encode_messages
 from tests.helpers import SKILL
 
@@ -219,3 +221,122 @@ def test_a_cache_it_cannot_read_falls_back_to_the_plain_path_bit_for_bit(tiny_to
     plain = batched_logprobs(model, prompts, responses, pad, 4)
     shared = shared_prefix_logprobs(model, prompts, responses, pad, 4)
     assert all(torch.equal(p, s) for p, s in zip(plain, shared))
+
+
+def _forward_and_grads(model, fn, weights):
+    """``fn()``'s log-probs and entropies, and the gradient of every parameter of a loss that weighs
+    each token of both (``weights``: two ``[B, R]`` tensors) differently, divided by the token count as the
+    update's token-mean is."""
+    model.zero_grad(set_to_none=True)
+    logp, ent = fn()
+    ((logp * weights[0]).sum() + (ent * weights[1]).sum()).div(weights[0].numel()).backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return logp.detach(), ent.detach(), grads
+
+
+def _step_batch(tiny_tokenizer):
+    """Step-0 prompts of 3 groups x 3 samples, two teacher prompts of one of them (they share the text up to
+    the skill block) and two later steps, all beginning with the same instructions; random responses of
+    1-13 tokens."""
+    prompts = [encode_messages(tiny_tokenizer, _messages(t, 0)) for t in range(3) for _ in range(3)]
+    prompts += [teacher_prompt_ids("after_task", tiny_tokenizer, _messages(0, 0), SKILL, 10_000),
+                teacher_prompt_ids("after_task", tiny_tokenizer, _messages(0, 0), SKILL + " (again)", 10_000)]
+    prompts += [encode_messages(tiny_tokenizer, _messages(9, 1)), encode_messages(tiny_tokenizer, _messages(8, 2))]
+    return prompts, _responses(len(prompts), 7)
+
+
+def test_update_forward_gives_the_plain_logprobs_entropies_and_gradients(model, tiny_tokenizer):
+    """The update's forward with shared prefixes (shared_prefix_forward, with gradient) against the plain
+    one (forward_logprobs on pack): the same [B, R] log-probs and entropies (fp32, within 1e-5, zero off the
+    response mask, each sample in its input row) and, for a loss weighing every token differently, the same
+    gradient of every parameter within 1e-5; the model is in training mode, as in the update. The grouped
+    path is taken (a head every prompt shares, repeated prompts), so this is not the fallback's equality."""
+    prompts, responses = _step_batch(tiny_tokenizer)
+    pad = tiny_tokenizer.pad_token_id
+    head, distinct, row = prompt_tree(prompts, responses)
+    assert head >= MIN_SHARED_PREFIX and len(distinct) < len(prompts)  # the tree's three levels run
+    model.train()
+    plain_batch = pack(prompts, responses, pad)
+    g = torch.Generator().manual_seed(8)
+    weights = [torch.randn(plain_batch.response_mask.shape, generator=g) for _ in range(2)]
+    lp0, ent0, g0 = _forward_and_grads(model, lambda: forward_logprobs(model, plain_batch, with_entropy=True), weights)
+    lp1, ent1, g1 = _forward_and_grads(model, lambda: shared_prefix_forward(model, prompts, responses, pad,
+                                                                           with_entropy=True), weights)
+    model.eval()
+    assert lp1.shape == lp0.shape and ent1.shape == ent0.shape and lp1.dtype == torch.float32
+    assert (lp1 - lp0).abs().max().item() <= TOL and (ent1 - ent0).abs().max().item() <= TOL
+    assert torch.equal(lp1 != 0, plain_batch.response_mask > 0)
+    assert g1.keys() == g0.keys() and len(g0) == len([p for p in model.parameters() if p.requires_grad])
+    worst = max((g1[n] - g0[n]).abs().max().item() for n in g0)
+    assert worst <= TOL, worst
+    assert max(g0[n].abs().max().item() for n in g0) > 100 * TOL  # gradients worth comparing
+
+
+def test_update_forward_without_shared_prefixes_is_the_plain_forward_bit_for_bit(model, tiny_tokenizer):
+    """No group forms (prompts sharing < 32 tokens): shared_prefix_forward is forward_logprobs itself, the
+    log-probs, entropies and gradients bit for bit; the same under gradient checkpointing, where
+    transformers keeps no cache, with no wasted prefix forward (one forward in all)."""
+    g = torch.Generator().manual_seed(9)
+    prompts = [torch.randint(10, 200, (40 + i,), generator=g).tolist() for i in range(4)]
+    responses = _responses(len(prompts), 9)
+    pad = tiny_tokenizer.pad_token_id
+    assert plan_shared_prefixes(prompts, responses) == []
+    b = pack(prompts, responses, pad)
+    weights = [torch.randn(b.response_mask.shape, generator=g) for _ in range(2)]
+    a = _forward_and_grads(model, lambda: forward_logprobs(model, b, with_entropy=True), weights)
+    c = _forward_and_grads(model, lambda: shared_prefix_forward(model, prompts, responses, pad, with_entropy=True),
+                           weights)
+    assert torch.equal(a[0], c[0]) and torch.equal(a[1], c[1]) and all(torch.equal(a[2][n], c[2][n]) for n in a[2])
+    shared, resp = _step_batch(tiny_tokenizer)
+    model.gradient_checkpointing_enable()
+    try:
+        model.train()
+        b = pack(shared, resp, pad)
+        weights = [torch.randn(b.response_mask.shape, generator=g) for _ in range(2)]
+        a = _forward_and_grads(model, lambda: forward_logprobs(model, b, with_entropy=True), weights)
+        calls: list[int] = []
+        hook = model.register_forward_pre_hook(lambda m, args: calls.append(1))
+        c = _forward_and_grads(model, lambda: shared_prefix_forward(model, shared, resp, pad, with_entropy=True),
+                               weights)
+        hook.remove()
+        assert len(calls) == 1
+    finally:
+        getattr(model, "activation_checkpointing_disable", model.gradient_checkpointing_disable)()
+        model.eval()
+    assert torch.equal(a[0], c[0]) and all(torch.equal(a[2][n], c[2][n]) for n in a[2])
+
+
+def test_prompt_tree_levels_on_a_hand_batch():
+    """The tree of the update's forward: the head every prompt shares (cut so each keeps 2 tokens after it),
+    the distinct prompts, each sample's row among them (-1: an empty response); no head when it is shorter
+    than min_prefix; None when the tree runs no fewer tokens than the plain forward."""
+    head = list(range(100, 140))  # 40 tokens
+    a, b = head + [1, 2, 3], head + [4, 5]
+    prompts, responses = [a, b, a, a, b], [[7], [8, 9], [], [6], [5]]
+    assert prompt_tree(prompts, responses, 32) == (40, [tuple(a), tuple(b)], [0, 1, -1, 0, 1])
+    assert prompt_tree(prompts, responses, 41) == (0, [tuple(a), tuple(b)], [0, 1, -1, 0, 1])
+    assert prompt_tree([a, b], [[7], [8]], 41) is None  # two distinct prompts, no head: nothing saved
+    assert prompt_tree([head[:2], head[:2]], [[7], [8]], 1) is None  # too short to split in three
+
+
+@pytest.mark.parametrize("mbs_head", [True, False])
+def test_update_forward_repeated_prompts_without_a_shared_head(model, tiny_tokenizer, mbs_head):
+    """Repeated prompts whose distinct prompts share no head (or a short one): the tree's first level is
+    the distinct prompts themselves, left-padded; log-probs and gradients equal the plain forward's."""
+    g = torch.Generator().manual_seed(11)
+    uniq = [torch.randint(10, 200, (40 + 7 * k,), generator=g).tolist() for k in range(3)]
+    if mbs_head:
+        uniq = [uniq[0][:35] + u for u in uniq]
+    prompts = [uniq[k % 3] for k in range(8)]
+    responses = _responses(len(prompts), 12)
+    responses[5] = []
+    pad = tiny_tokenizer.pad_token_id
+    tree = prompt_tree(prompts, responses)
+    assert tree is not None and (tree[0] > 0) == mbs_head
+    b = pack(prompts, responses, pad)
+    weights = [torch.randn(b.response_mask.shape, generator=g) for _ in range(2)]
+    a = _forward_and_grads(model, lambda: forward_logprobs(model, b, with_entropy=True), weights)
+    c = _forward_and_grads(model, lambda: shared_prefix_forward(model, prompts, responses, pad, with_entropy=True),
+                           weights)
+    assert (a[0] - c[0]).abs().max().item() <= TOL and (a[1] - c[1]).abs().max().item() <= TOL
+    assert max((a[2][n] - c[2][n]).abs().max().item() for n in a[2]) <= TOL

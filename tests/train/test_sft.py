@@ -58,6 +58,45 @@ def test_group_by_length_takes_the_same_step():
     assert max((a - b).abs().max().item() for a, b in zip(grad_a, grad_b)) < 1e-5 * scale
 
 
+def test_shared_prefix_takes_the_same_step(tmp_path):
+    """SFT with shared_prefix (each micro-batch's shared instruction prefix run once, its cache in the
+    graph): over two optimizer steps the same losses and, after each run, the same gradient within
+    1e-5 (fp32), with micro-batches whose examples share a 60-token head and one that shares none; the
+    grouped path really runs (a spy); and the config refuses it beside label smoothing."""
+    import seedrl.models.prefix as prefix_mod
+    from seedrl.config import SFTConfig, load_config
+    from seedrl.errors import SeedRLError
+
+    tok = load_tokenizer("tiny-micro")
+    g = torch.Generator().manual_seed(1)
+    head = torch.randint(5, len(tok), (60,), generator=g).tolist()
+    pairs = [(head + p if k % 4 else p, r) for k, (p, r) in enumerate(_pairs(tok, 12))]
+    planned: list[int] = []
+    real = prefix_mod.prompt_tree
+
+    def spy(*a, **k):
+        tree = real(*a, **k)
+        planned.append(tree is not None and tree[0] > 0)
+        return tree
+
+    runs = []
+    for shared in (False, True):
+        m = load_model("tiny-micro", tokenizer=tok)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(prefix_mod, "prompt_tree", spy)
+            losses = sft_train(m, tok, pairs, epochs=1, lr=1e-2, batch_size=6, micro_batch_size=3, seed=0,
+                               shared_prefix=shared)
+        runs.append((losses, [p.grad.clone() for p in m.parameters()]))
+    assert sum(planned) > 0  # the tree ran, with a shared head
+    (loss_a, grad_a), (loss_b, grad_b) = runs
+    assert len(loss_a) == len(loss_b) == 2
+    assert all(abs(a - b) <= 1e-5 * abs(a) for a, b in zip(loss_a, loss_b))
+    scale = max(x.abs().max().item() for x in grad_a)
+    assert scale > 0 and max((a - b).abs().max().item() for a, b in zip(grad_a, grad_b)) < 1e-5 * scale
+    with pytest.raises(SeedRLError, match="label_smoothing=0"):
+        load_config(SFTConfig, None, [f"run_dir={tmp_path}", "shared_prefix=true", "label_smoothing=0.1"])
+
+
 def test_decision_entropy_is_the_entropy_at_the_action_tokens(tiny_model, tiny_tokenizer):
     """decision_entropy averages the full next-token entropy over the action tokens only: checked
     against a direct forward on each example, with prompts and responses of different lengths (so

@@ -14,6 +14,11 @@ the boxes on targets, then play *backwards* (player moves and box pulls). Here t
 is an exhaustive BFS, which yields every solvable state with its exact optimal solution length;
 the room is drawn with a spread of lengths (at least 2, see :func:`generate_room`).
 
+Pixel mode (env option ``mode: rgb_array``, verl-agent's Sokoban ``rgb_array`` mode): the board is an
+image, :func:`render_rgb`, one 16x16-pixel tile per cell as gym-sokoban's ``room_to_rgb`` draws it (the
+renderer verl-agent's ``SokobanEnv.render(mode='rgb_array')`` calls), and the observation text names
+neither symbols nor coordinates; :func:`decode_rgb` reads an image back into the text board.
+
 Rewards are outcome-only (verl-agent style): ``WIN_REWARD`` on the step that puts the last box
 on a target, 0 otherwise. The rollout, not the env, enforces any step limit.
 """
@@ -26,11 +31,13 @@ import re
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
+import numpy as np
 from pydantic import Field
 
-from seedrl.envs.base import WIN_REWARD, Bool, Env, EnvOptions, Int, IntPair, Str
+from seedrl.envs.base import WIN_REWARD, Bool, Env, EnvOptions, Int, IntPair, ObservationImage, Str
+from seedrl.envs.pixels import canvas, fill, frame
 from seedrl.envs.sokoban.state import SokobanPrivilegedState
 from seedrl.errors import SeedRLError, unknown_name
 
@@ -60,6 +67,15 @@ def render_legend() -> str:
 
 TASK_DESCRIPTION = (f"push every box ({BOX}) onto a target ({TARGET}). Legend: {render_legend()}. "
                     f"Actions: {', '.join(ACTIONS)}.")
+
+
+#: the task description in pixel mode: what the tiles of :func:`render_rgb` look like (the wording of
+#: verl-agent's ``SOKOBAN_VISUAL_TEMPLATE``, for this renderer's tiles), no text symbols
+PIXEL_TASK_DESCRIPTION = ("push every box onto a target. The board is shown in the image: you are the green alien "
+                          "with two antennae; a box is a yellow crate with an orange X; a target is a black tile "
+                          "outlined in red with a red diamond in the middle; a box on a target is a yellow crate "
+                          f"with a red frame and a red X; walls are red-brown bricks; the floor is black. "
+                          f"Actions: {', '.join(ACTIONS)}.")
 
 
 # -- state ------------------------------------------------------------------------------------
@@ -106,6 +122,100 @@ def render(state: SokobanState, sep: str = "") -> str:
                 cells.append(TARGET)
             else:
                 cells.append(FLOOR)
+        rows.append(sep.join(cells))
+    return "\n".join(rows)
+
+
+# -- pixels ----------------------------------------------------------------------------------------
+#: pixels per cell side, as gym-sokoban's surface images (so an image is 16*height x 16*width)
+TILE = 16
+#: the colours of the tiles, by part
+PALETTE: dict[str, tuple[int, int, int]] = {
+    "floor": (0, 0, 0),
+    "brick": (158, 70, 40),
+    "mortar": (110, 110, 110),
+    "target": (220, 20, 60),
+    "crate": (255, 200, 0),
+    "crate_edge": (139, 90, 0),
+    "cross": (255, 120, 0),
+    "alien": (60, 200, 60),
+    "eye": (0, 0, 0),
+}
+
+
+def _crate(edge: tuple[int, int, int], cross: tuple[int, int, int], edge_px: int) -> np.ndarray:
+    """A yellow crate with a frame and a two-pixel X from corner to corner."""
+    t = canvas(TILE, TILE, PALETTE["crate"])
+    frame(t, 0, 0, TILE, TILE, edge_px, edge)
+    r, c = np.indices((TILE, TILE))
+    inner = (r >= 2) & (r < TILE - 2) & (c >= 2) & (c < TILE - 2)
+    t[inner & ((np.abs(r - c) <= 1) | (np.abs(r + c - (TILE - 1)) <= 1))] = cross
+    return t
+
+
+def _alien(background: np.ndarray) -> np.ndarray:
+    """The player: a green alien with two antennae and black eyes, drawn over a background tile."""
+    t = background.copy()
+    r, c = np.indices((TILE, TILE))
+    head = ((r - 9.5) / 5.0) ** 2 + ((c - 7.5) / 4.6) ** 2 <= 1.0
+    t[head] = PALETTE["alien"]
+    for col in (5, 10):  # antennae
+        fill(t, 2, col, 3, 1, PALETTE["alien"])
+    for col in (5, 9):  # eyes
+        fill(t, 8, col, 2, 2, PALETTE["eye"])
+    return t
+
+
+@functools.lru_cache(maxsize=1)
+def tiles() -> dict[str, np.ndarray]:
+    """Board symbol -> its ``TILE x TILE`` RGB tile (read-only arrays)."""
+    floor = canvas(TILE, TILE, PALETTE["floor"])
+    wall = canvas(TILE, TILE, PALETTE["brick"])
+    for row in (3, 7, 11, 15):  # courses of bricks, offset by half a brick every other course
+        fill(wall, row, 0, 1, TILE, PALETTE["mortar"])
+    for top, cols in ((0, (7,)), (4, (3, 11)), (8, (7,)), (12, (3, 11))):
+        for col in cols:
+            fill(wall, top, col, 3, 1, PALETTE["mortar"])
+    target = floor.copy()
+    frame(target, 0, 0, TILE, TILE, 1, PALETTE["target"])
+    r, c = np.indices((TILE, TILE))
+    target[np.abs(r - 7.5) + np.abs(c - 7.5) <= 3] = PALETTE["target"]
+    on_target_floor = floor.copy()
+    frame(on_target_floor, 0, 0, TILE, TILE, 1, PALETTE["target"])
+    out = {WALL: wall, FLOOR: floor, TARGET: target,
+           BOX: _crate(PALETTE["crate_edge"], PALETTE["cross"], 1),
+           BOX_ON_TARGET: _crate(PALETTE["target"], PALETTE["target"], 2),
+           PLAYER: _alien(floor), PLAYER_ON_TARGET: _alien(on_target_floor)}
+    for t in out.values():
+        t.flags.writeable = False
+    return out
+
+
+def render_rgb(state: SokobanState) -> np.ndarray:
+    """The board as a ``(TILE*height, TILE*width, 3)`` uint8 image, one :func:`tiles` tile per cell (the
+    cell :func:`render` writes as a symbol), like gym-sokoban's ``room_to_rgb``."""
+    tile = tiles()
+    img = np.empty((state.height * TILE, state.width * TILE, 3), dtype=np.uint8)
+    for r, line in enumerate(render(state).splitlines()):
+        for c, symbol in enumerate(line):
+            img[r * TILE:(r + 1) * TILE, c * TILE:(c + 1) * TILE] = tile[symbol]
+    return img
+
+
+def decode_rgb(image: np.ndarray, sep: str = "") -> str:
+    """The text board (:func:`render`'s format) of an image drawn by :func:`render_rgb`: each tile matched
+    exactly against :func:`tiles`; :class:`SeedRLError` for a tile that is none of them."""
+    if image.ndim != 3 or image.shape[0] % TILE or image.shape[1] % TILE:
+        raise SeedRLError(f"a Sokoban image is a multiple of {TILE} pixels on each side, got {image.shape}")
+    rows = []
+    for r in range(image.shape[0] // TILE):
+        cells = []
+        for c in range(image.shape[1] // TILE):
+            block = image[r * TILE:(r + 1) * TILE, c * TILE:(c + 1) * TILE]
+            symbol = next((s for s, t in tiles().items() if np.array_equal(block, t)), None)
+            if symbol is None:
+                raise SeedRLError(f"the tile at row {r}, column {c} is no Sokoban tile")
+            cells.append(symbol)
         rows.append(sep.join(cells))
     return "\n".join(rows)
 
@@ -422,6 +532,16 @@ class SokobanConfig(EnvOptions):
     #: also list the (row, col) of the player, boxes and targets under the board: an easier
     #: reading of the same room, for tiny models that cannot yet locate symbols in a grid
     coords: Bool = Field(False, description="true or false")
+    #: ``rgb_array``: verl-agent's pixel Sokoban, the board as an image (:func:`render_rgb`) and no text
+    #: board or coordinates in the observation
+    mode: Literal["text", "rgb_array"] = Field("text", description="text or rgb_array")
+
+    def identity(self) -> dict[str, Any]:
+        """The text mode's identity leaves ``mode`` out, so every panel hash from before pixel mode stands."""
+        ident = super().identity()
+        if ident.get("mode") == "text":
+            del ident["mode"]
+        return ident
 
     @classmethod
     def from_kwargs(cls, kwargs: Mapping[str, Any]) -> SokobanConfig:
@@ -434,6 +554,9 @@ class SokobanConfig(EnvOptions):
                 raise SeedRLError(f"sokoban env option {name}: a {w}x{h} room has {(w - 2) * (h - 2)} interior "
                                   f"cells, too few for {boxes} box(es) (needs boxes + 2); use a larger room "
                                   "or fewer boxes")
+        if cfg.mode == "rgb_array" and cfg.coords:
+            raise SeedRLError("sokoban env option coords: the rgb_array mode shows the board only as an image; "
+                              "drop coords or use mode: text")
         if (cfg.dim, cfg.num_boxes) == (cfg.unseen_dim, cfg.unseen_num_boxes):
             raise SeedRLError("sokoban valid_unseen must differ from train in room size or box count; "
                               "set unseen_dim or unseen_num_boxes")
@@ -469,6 +592,7 @@ class SokobanEnv(Env):
     def __init__(self, **env_kwargs: Any) -> None:
         super().__init__()
         self.config = SokobanConfig.from_kwargs(env_kwargs)
+        self.returns_images = self.config.mode == "rgb_array"
         self._state: SokobanState | None = None
         self._initial: SokobanState | None = None
         self._history: list[_Step] = []
@@ -506,7 +630,7 @@ class SokobanEnv(Env):
     def reset_to_state(self, state: SokobanState, task_id: str = "custom") -> str:
         """Start an episode from a given state (hand-made rooms in tests and demos)."""
         self.task_id = task_id
-        self.task_description = TASK_DESCRIPTION
+        self.task_description = PIXEL_TASK_DESCRIPTION if self.returns_images else TASK_DESCRIPTION
         self._state = self._initial = state
         self._history = []
         self._won = state.solved
@@ -543,6 +667,11 @@ class SokobanEnv(Env):
 
     def admissible_actions(self) -> list[str] | None:
         return list(ACTIONS)
+
+    def observation_images(self) -> list[ObservationImage]:
+        """The board image in ``rgb_array`` mode (the current state: an invalid action shows it
+        unchanged); ``[]`` in text mode."""
+        return [render_rgb(self._require_state())] if self.returns_images else []
 
     def expert_action(self) -> str | None:
         """First action of an optimal plan from the *current* state (re-plans after mistakes)."""
@@ -585,6 +714,8 @@ class SokobanEnv(Env):
 
     def _observation(self) -> str:
         state = self._require_state()
+        if self.returns_images:
+            return "Current board: shown in the image."
         text = "Current board:\n" + render(state, self.config.cell_sep)
         if self.config.coords:
             fmt = lambda ps: " ".join(f"({r},{c})" for r, c in sorted(ps))  # noqa: E731

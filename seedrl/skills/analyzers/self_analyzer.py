@@ -106,8 +106,9 @@ class SelfAnalyzer:
         # The skill JSON ends with '"}' (with step skills: ']}'): stopping there saves generating to
         # max_new_tokens when the model does not emit EOS (a Stage-1 SFT target ends at the closing
         # brace). '"}' would cut a step_skills list after its first entry, hence the other stop.
+        # Only the text is read: no per-step log-probs (SamplingParams.logprobs).
         params = SamplingParams(max_new_tokens=self.max_new_tokens, greedy=True,
-                                stop=[']}'] if self.step_skills else ['"}'])
+                                stop=[']}'] if self.step_skills else ['"}'], logprobs=False)
         gens: list[Generation] = []
         for start in range(0, len(prompts), self.batch_size):
             with self._precision():

@@ -1,0 +1,101 @@
+"""SEED's self-analysis before / after the generation speed-ups, on the same trajectories, in one run.
+
+    python benchmarks/analysis_speed.py --config configs/household_seed.yaml \\
+        --set model.name=/tmp/hh/S2/sft/model --set torch_threads=1 --pairs 3
+
+Plays one rollout batch of ``--config`` (``skills.analyzer`` is forced to ``self``), then times
+``SelfAnalyzer.analyze`` on those trajectories in ``--pairs`` interleaved pairs (interleaving keeps a
+shared machine's load drift out of the ratio):
+
+- **before**: transformers' own KV cache (``torch.cat`` per step) and a log-prob recorded per token;
+- **after**: the defaults, a cache that fills preallocated buffers (``seedrl.models.kvcache``) and no
+  log-probs (``SamplingParams.logprobs=False``).
+
+It prints a markdown table (seconds per run, the before/after ratio of each pair) and fails if the two ever
+write different skill text: greedy analysis must be bit-identical. A model that writes skills (a
+Stage-1 start) stops at ``"}``; an untrained one runs every answer to ``skills.max_new_tokens``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import statistics
+import subprocess
+import tempfile
+import time
+
+import torch
+
+from seedrl.config import TrainConfig, load_config
+from seedrl.rollout.backends import HFBackend
+from seedrl.skills.analyzers.self_analyzer import SelfAnalyzer
+from seedrl.train.trainer import Trainer
+
+
+class _RecordingBackend:
+    """The pre-change generation: transformers' cache and log-probs recorded whatever the params say."""
+
+    def __init__(self, backend: HFBackend) -> None:
+        self.inner = HFBackend(backend.model, backend.tokenizer, bf16=backend.bf16, preallocate=False)
+        self.model = backend.model
+
+    def generate(self, prompts, params, seed):
+        return self.inner.generate(prompts, dataclasses.replace(params, logprobs=True), seed)
+
+
+def timed(analyzer: SelfAnalyzer, trajs) -> tuple[float, list]:
+    """Seconds of one ``analyze`` call and its results."""
+    t0 = time.perf_counter()
+    rs = analyzer.analyze(trajs)
+    return time.perf_counter() - t0, rs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--config", default="configs/household_seed.yaml")
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        cfg = load_config(TrainConfig, args.config, [*args.overrides, "skills.analyzer=self", f"run_dir={d}",
+                                                     "eval.num_tasks=0", "log.progress=false", "algo.kl_coef=0"])
+        tr = Trainer(cfg)
+        trajs = tr.collect({})
+        s = cfg.skills
+        backends = {"before": _RecordingBackend(tr.backend), "after": tr.backend}
+        analyzers = {k: SelfAnalyzer(b, tr.tokenizer, s.max_new_tokens, s.max_prompt_tokens, s.max_obs_chars,
+                                     s.min_words, batch_size=s.batch_size, seed=cfg.seed, bf16=tr.precision.bf16,
+                                     analysis_prompt=s.analysis_prompt)
+                     for k, b in backends.items()}
+        seconds: dict[str, list[float]] = {k: [] for k in analyzers}
+        texts: dict[str, list[str]] = {}
+        for _ in range(args.pairs):
+            for k, a in analyzers.items():
+                dt, rs = timed(a, trajs)
+                seconds[k].append(dt)
+                texts[k] = [r.raw for r in rs]
+                tokens = [r.completion_tokens for r in rs]
+            if texts["before"] != texts["after"]:
+                raise SystemExit("before and after wrote different skill text: the speed-up changed the analysis")
+        tr.close()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    print(f"command: python benchmarks/analysis_speed.py --config {args.config} --pairs {args.pairs} "
+          + " ".join(f"--set {o}" for o in args.overrides))
+    print(f"commit: {commit}; machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+          f"{torch.get_num_threads()} threads, bf16 {tr.precision.bf16}; {len(trajs)} trajectories, "
+          f"batch_size {s.batch_size}, max_new_tokens {s.max_new_tokens}\n")
+    prompt_tokens = [len(a) for a in map(analyzers["after"].prompt_ids, trajs)]
+    print(f"prompt tokens: mean {statistics.mean(prompt_tokens):.0f}, max {max(prompt_tokens)}; completion "
+          f"tokens: {sum(tokens)} (mean {statistics.mean(tokens):.0f}, max {max(tokens)})\n")
+    print("| analysis | median s | all runs (s) |\n|---|---|---|")
+    for k, xs in seconds.items():
+        print(f"| {k} | {statistics.median(xs):.2f} | {', '.join(f'{x:.2f}' for x in xs)} |")
+    ratios = [b / a for b, a in zip(seconds["before"], seconds["after"])]
+    print(f"\nbefore / after, median of the pairs' ratios: {statistics.median(ratios):.2f}x "
+          f"({', '.join(f'{r:.2f}' for r in ratios)}); identical skill text: yes")
+
+
+if __name__ == "__main__":
+    main()
