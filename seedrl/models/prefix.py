@@ -1,4 +1,5 @@
-"""Response log-probs with each shared prompt prefix computed once (no gradient).
+"""Response log-probs with each shared prompt prefix computed once: the no-gradient scoring passes
+(:func:`shared_prefix_logprobs`) and, with gradient, the update's and SFT's forwards (:func:`train_forward`).
 
 The samples of one group at step 0 repeat the same prompt, and teacher prompts repeat the text up to
 their skill block; :func:`batched_logprobs` pays for every copy. :func:`shared_prefix_logprobs` returns
@@ -126,6 +127,13 @@ def _cache_tensors(cache) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     return [(layer.keys, layer.values) for layer in cache.layers]
 
 
+def _zero_pads(kv: Sequence[tuple[torch.Tensor, torch.Tensor]], mask: torch.Tensor):
+    """``kv`` with the positions ``mask`` ``[B, L]`` leaves out set to 0 (a pad's states are never attended,
+    but a NaN there would survive a zero attention weight)."""
+    keep = mask.bool()[:, None, :, None]
+    return [(torch.where(keep, k, 0), torch.where(keep, v, 0)) for k, v in kv]
+
+
 def prefix_cache(model, prefixes: Sequence[Sequence[int]], pad_id: int, bf16: bool = False):
     """Run ``G`` prefixes as one left-padded batch and keep their KV cache.
 
@@ -149,10 +157,7 @@ def prefix_cache(model, prefixes: Sequence[Sequence[int]], pad_id: int, bf16: bo
     if cache is None:
         cache = getattr(out, "past_key_values", None)
     kv = _cache_tensors(cache)
-    if kv is None:
-        return None
-    keep = att.bool()[:, None, :, None]
-    return [(torch.where(keep, k, 0), torch.where(keep, v, 0)) for k, v in kv], att
+    return None if kv is None else (_zero_pads(kv, att), att)
 
 
 def continuation_logits(model, batch: Packed, kv: Sequence[tuple[torch.Tensor, torch.Tensor]],
@@ -252,13 +257,6 @@ def _checkpointing(model) -> bool:
     return False
 
 
-def _zero_pads(kv: Sequence[tuple[torch.Tensor, torch.Tensor]], mask: torch.Tensor):
-    """``kv`` with the positions ``mask`` ``[B, L]`` leaves out set to 0 (a pad's states are never attended,
-    but a NaN there would survive a zero attention weight)."""
-    keep = mask.bool()[:, None, :, None]
-    return [(torch.where(keep, k, 0), torch.where(keep, v, 0)) for k, v in kv]
-
-
 def extend_cache(model, kv: Sequence[tuple[torch.Tensor, torch.Tensor]], mask: torch.Tensor,
                  rests: Sequence[Sequence[int]], pad_id: int, bf16: bool = False):
     """Run ``rests[i]`` (each at least one token) on top of row i of the cache ``kv`` (per layer
@@ -303,14 +301,14 @@ def prompt_tree(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[i
     return (head, distinct, row) if tree < plain else None
 
 
-def _left_pad(x: torch.Tensor | None, width: int) -> torch.Tensor | None:
+def _left_pad(x: torch.Tensor, width: int) -> torch.Tensor:
     """``x`` ``[B, R]`` right-aligned in ``[B, width]`` (zeros on the left)."""
-    return None if x is None else torch.nn.functional.pad(x, (width - x.shape[1], 0))
+    return torch.nn.functional.pad(x, (width - x.shape[1], 0))
 
 
 def shared_prefix_forward(model, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
-                          with_entropy: bool = False, bf16: bool = False,
-                          min_prefix: int = MIN_SHARED_PREFIX) -> tuple[torch.Tensor, torch.Tensor | None]:
+                          with_entropy: bool = False, bf16: bool = False, min_prefix: int = MIN_SHARED_PREFIX,
+                          plain: Packed | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
     """:func:`~seedrl.models.scoring.forward_logprobs` of ``pack(prompts, responses)``, with gradient, each
     shared prompt prefix run once: log-probs ``[B, R]`` (float32, right-aligned, zero off the response
     mask, R = the longest response) and the entropies when ``with_entropy`` (else None).
@@ -321,10 +319,11 @@ def shared_prefix_forward(model, prompts: Sequence[Sequence[int]], responses: Se
     loss's gradient reaches each shared token once, through everything that attends to it: the same
     log-probs and gradients as the plain forward up to float rounding (fp32: within 1e-5). Nothing
     shared, a model under gradient checkpointing (transformers then keeps no cache) or a cache
-    :func:`_cache_tensors` does not read: the plain forward itself.
+    :func:`_cache_tensors` does not read: the plain forward itself. ``plain``: ``pack(prompts, responses)``
+    where the caller has it already.
     """
     device = next(model.parameters()).device
-    plain = pack(prompts, responses, pad_id, device)
+    plain = pack(prompts, responses, pad_id, device) if plain is None else plain
     tree = None if _checkpointing(model) else prompt_tree(prompts, responses, min_prefix)
     cached = None
     if tree is not None:
@@ -355,3 +354,18 @@ def shared_prefix_forward(model, prompts: Sequence[Sequence[int]], responses: Se
 
     logp = place(token_logprobs(logits, b.input_ids[:, -b.width:]))
     return logp, place(entropy_from_logits(logits)) if with_entropy else None
+
+
+def train_forward(model, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
+                  device: torch.device | str, shared: bool, with_entropy: bool = False,
+                  bf16: bool = False) -> tuple[Packed, torch.Tensor, torch.Tensor | None]:
+    """The forward of a gradient step (the update's micro-batch, its replay, SFT): ``pack(prompts,
+    responses)`` and its log-probs ``[B, R]`` (and entropies), through :func:`shared_prefix_forward` when
+    ``shared`` (``optim.shared_prefix`` / SFT's ``shared_prefix``), else
+    :func:`~seedrl.models.scoring.forward_logprobs`."""
+    b = pack(prompts, responses, pad_id, device)
+    if shared:
+        logp, ent = shared_prefix_forward(model, prompts, responses, pad_id, with_entropy, bf16, plain=b)
+    else:
+        logp, ent = forward_logprobs(model, b, with_entropy=with_entropy, bf16=bf16)
+    return b, logp, ent

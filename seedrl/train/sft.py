@@ -36,7 +36,7 @@ from seedrl.envs.registry import env_class, make_env
 from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write, writing
 from seedrl.models.loading import save_model
-from seedrl.models.prefix import shared_prefix_forward
+from seedrl.models.prefix import train_forward
 from seedrl.models.scoring import forward_logprobs, pack, response_logits
 from seedrl.rollout.runner import encode_messages
 from seedrl.train.policy import adamw, build_policy
@@ -319,14 +319,14 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
             opt.zero_grad(set_to_none=True)
             total_loss = 0.0
             for mi in micro_batches(idx, lengths, micro_batch_size, group_by_length):
-                b = pack([pairs[i][0] for i in mi], [pairs[i][1] for i in mi], tokenizer.pad_token_id, device)
+                prompts, responses = [pairs[i][0] for i in mi], [pairs[i][1] for i in mi]
                 if label_smoothing:
+                    b = pack(prompts, responses, tokenizer.pad_token_id, device)
                     nll = smoothed_nll(response_logits(model, b, bf16), b.input_ids[:, -b.width:], label_smoothing)
-                elif shared_prefix:
-                    nll = -shared_prefix_forward(model, [pairs[i][0] for i in mi], [pairs[i][1] for i in mi],
-                                                 tokenizer.pad_token_id, bf16=bf16)[0]
                 else:
-                    nll = -forward_logprobs(model, b, bf16=bf16)[0]
+                    b, logp, _ = train_forward(model, prompts, responses, tokenizer.pad_token_id, device, shared_prefix,
+                                               bf16=bf16)
+                    nll = -logp
                 loss = token_mean(nll, b.response_mask, denom)
                 loss.backward()
                 total_loss += float(loss.detach())

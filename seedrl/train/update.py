@@ -22,8 +22,8 @@ from seedrl.algos import kl_k3, ppo_clip_loss, signal_weights, token_mean
 from seedrl.config import TrainConfig
 from seedrl.envs.panels import build_panel
 from seedrl.errors import SeedRLError
-from seedrl.models.prefix import shared_prefix_forward
-from seedrl.models.scoring import forward_logprobs, pack, right_align
+from seedrl.models.prefix import train_forward
+from seedrl.models.scoring import right_align
 from seedrl.rollout.types import StepSample, Trajectory
 from seedrl.train import fsdp
 from seedrl.train.checkpoint import newest_checkpoint_note, nonfinite_weights
@@ -346,12 +346,9 @@ class Updater:
         nll_sum = 0.0
         for m in range(0, len(pairs), mb):
             chunk = pairs[m:m + mb]
-            b = pack([p for p, _ in chunk], [r for _, r in chunk], self.tokenizer.pad_token_id, self.device)
-            if self.share_prefix:
-                logp, _ = shared_prefix_forward(self._trained, [p for p, _ in chunk], [r for _, r in chunk],
-                                                self.tokenizer.pad_token_id, bf16=self.precision.bf16)
-            else:
-                logp, _ = forward_logprobs(self._trained, b, bf16=self.precision.bf16)
+            b, logp, _ = train_forward(self._trained, [p for p, _ in chunk], [r for _, r in chunk],
+                                       self.tokenizer.pad_token_id, self.device, self.share_prefix,
+                                       bf16=self.precision.bf16)
             nll = token_mean(-logp, b.response_mask, rdenom)
             (self.cfg.algo.replay_coef * nll).backward()
             nll_sum += float(nll.detach())
@@ -383,15 +380,9 @@ class Updater:
         c = self.cfg.algo
         sig = self.method.signal
         samples = batch.samples
-        b = pack([samples[i].prompt_ids for i in mi], [samples[i].response_ids for i in mi],
-                 self.tokenizer.pad_token_id, self.device)
-        if self.share_prefix:
-            logp, ent = shared_prefix_forward(self._trained, [samples[i].prompt_ids for i in mi],
-                                              [samples[i].response_ids for i in mi], self.tokenizer.pad_token_id,
-                                              with_entropy=c.entropy_coef > 0, bf16=self.precision.bf16)
-        else:
-            logp, ent = forward_logprobs(self._trained, b, with_entropy=c.entropy_coef > 0,
-                                         bf16=self.precision.bf16)
+        b, logp, ent = train_forward(self._trained, [samples[i].prompt_ids for i in mi],
+                                     [samples[i].response_ids for i in mi], self.tokenizer.pad_token_id, self.device,
+                                     self.share_prefix, with_entropy=c.entropy_coef > 0, bf16=self.precision.bf16)
         unit = b.response_mask
         # the aggregation mask: a merged sample counts as often as the samples it stands for
         mask = unit if weights is None else unit * torch.tensor(weights, dtype=unit.dtype, device=self.device)[:, None]

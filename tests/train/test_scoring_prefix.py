@@ -69,7 +69,7 @@ def test_shared_prefix_update_gives_the_plain_update_gradients(tmp_path, monkeyp
     skipped so the gradients stay: every parameter's gradient agrees within 1e-5 (fp32) and so do the
     logged losses; with the switch on the update's forwards really ran on shared prefixes (a spy
     counts the prompts its micro-batches' trees saved)."""
-    import seedrl.train.update as update_mod
+    import seedrl.models.prefix as prefix_mod
     from seedrl.train.update import UpdateBatch, sample_keys
 
     tr = Trainer(tiny_cfg(tmp_path / "run", **{"algo.name": "seed", "eval.num_tasks": 0, "algo.opd_coef": 1.0,
@@ -92,14 +92,14 @@ def test_shared_prefix_update_gives_the_plain_update_gradients(tmp_path, monkeyp
 
     off, g_off = update(False)
     planned: list[int] = []
-    real = update_mod.shared_prefix_forward
+    real = prefix_mod.shared_prefix_forward
 
     def spy(model, prompts, responses, *args, **kwargs):
         tree = prompt_tree(prompts, responses)
         planned.append(0 if tree is None else len(prompts) - len(tree[1]) + (tree[0] > 0))
         return real(model, prompts, responses, *args, **kwargs)
 
-    monkeypatch.setattr(update_mod, "shared_prefix_forward", spy)
+    monkeypatch.setattr(prefix_mod, "shared_prefix_forward", spy)
     on, g_on = update(True)
     assert planned and sum(planned) > 0, planned
     assert off["optim_steps"] == on["optim_steps"] == 1 and off["loss/opd"] != 0

@@ -286,8 +286,8 @@ def test_a_parameter_the_loss_does_not_reach_is_left_alone(tmp_path):
 def test_replay_nll_is_the_token_mean_over_every_replayed_example_in_the_runs_precision(tmp_path, monkeypatch):
     """Kills: each micro-batch's NLL averaged over its own tokens, a micro-batch's NLL overwriting the
     others', and replay scored in another precision than the run's."""
+    import seedrl.models.prefix as prefix_mod
     from seedrl.models.scoring import forward_logprobs, pack
-    from seedrl.train import update
 
     g = torch.Generator().manual_seed(3)
     pairs = [(torch.randint(5, 200, (4 + k,), generator=g).tolist(), torch.randint(5, 200, (1 + 2 * k,), generator=g)
@@ -303,7 +303,7 @@ def test_replay_nll_is_the_token_mean_over_every_replayed_example_in_the_runs_pr
         precisions.append(k.get("bf16"))
         return forward_logprobs(model, batch, **k)
 
-    monkeypatch.setattr(update, "forward_logprobs", scoring)
+    monkeypatch.setattr(prefix_mod, "forward_logprobs", scoring)  # the update's forwards: prefix.train_forward
     acc = {}
     up._replay_loss([0, 1, 2], denom=9.0, acc=acc)
     assert acc["loss/replay"] == pytest.approx(want, rel=1e-5)
