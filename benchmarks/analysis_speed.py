@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import platform
 import statistics
-import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 
 from seedrl.config import TrainConfig, load_config
+from seedrl.experiments.compare import git_state, machine_info, weight_fingerprint
 from seedrl.rollout.backends import HFBackend
 from seedrl.skills.analyzers.self_analyzer import SelfAnalyzer
 from seedrl.train.trainer import Trainer
@@ -80,10 +80,13 @@ def main() -> None:
             if texts["before"] != texts["after"]:
                 raise SystemExit("before and after wrote different skill text: the speed-up changed the analysis")
         tr.close()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    git, m = git_state(), machine_info()
+    start = Path(cfg.model.name)
     print(f"command: python benchmarks/analysis_speed.py --config {args.config} --pairs {args.pairs} "
           + " ".join(f"--set {o}" for o in args.overrides))
-    print(f"commit: {commit}; machine: {platform.processor() or platform.machine()}, torch {torch.__version__}, "
+    print(f"start: {cfg.model.name} (sha256 {weight_fingerprint(start)[0] if start.is_dir() else None})")
+    print(f"commit: {git['commit']}{' (dirty)' if git['dirty'] else ''}; machine: {m['cpu_model']}, "
+          f"{m['cpu_bf16']}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, bf16 {tr.precision.bf16}; {len(trajs)} trajectories, "
           f"batch_size {s.batch_size}, max_new_tokens {s.max_new_tokens}\n")
     prompt_tokens = [len(a) for a in map(analyzers["after"].prompt_ids, trajs)]

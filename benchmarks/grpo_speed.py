@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -36,7 +34,7 @@ from pathlib import Path
 import torch
 
 from seedrl.config import TrainConfig, load_config
-from seedrl.models.precision import device_capability
+from seedrl.experiments.compare import git_state, machine_info, weight_fingerprint
 from seedrl.train.trainer import Trainer
 
 STAGES = ("rollout", "old_logp", "ref_logp", "analysis", "rescore", "advantage", "update")
@@ -51,10 +49,9 @@ SEED = ["algo.name=seed", "skills.analyzer=self"]
 
 
 def cpu_name() -> str:
-    """The CPU's model name and what it computes natively (``device_capability``)."""
-    name = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")), platform.processor() or platform.machine())
-    return f"{name}; {device_capability('cpu').description}"
+    """The CPU's model name and what it computes natively (the compare report's ``machine_info``)."""
+    m = machine_info()
+    return f"{m['cpu_model'] or m['processor']}; {m['cpu_bf16']}"
 
 
 def run(cfg_path: str, iterations: int, overrides: list[str]) -> list[dict]:
@@ -98,12 +95,13 @@ def main() -> None:
         for r in rows:
             r.setdefault("sampling/episodes", episodes)
         res[name] = summarize(rows)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True).stdout.strip()
+    git = git_state()
+    commit = git["commit"] + ("-dirty" if git["dirty"] else "")
+    start = Path(cfg.model.name)
+    start_sha = weight_fingerprint(start)[0] if start.is_dir() else None  # None: a built-in tiny model
     command = "python " + " ".join(sys.argv)
-    print(f"command: {command}\ncommit: {commit}{' (dirty)' if dirty else ''}\nmachine: {cpu_name()}, torch "
-          f"{torch.__version__}, {torch.get_num_threads()} thread(s)\n")
+    print(f"command: {command}\ncommit: {commit}\nstart: {cfg.model.name} (sha256 {start_sha})\nmachine: "
+          f"{cpu_name()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s)\n")
     print("| variant | " + " | ".join(STAGES) + " | total s/iter | episodes/s | distinct samples |")
     print("|---" * (len(STAGES) + 4) + "|")
     for name, r in res.items():
@@ -120,7 +118,7 @@ def main() -> None:
         out = {"grpo_speedup": res[names[-1]]["episodes_per_s"] / base["episodes_per_s"] if base else None,
                "seed_over_grpo": seed["total"] / res[names[-1]]["total"] if seed else None,
                "cpu": cpu_name(), "torch_threads": torch.get_num_threads(), "command": command,
-               "commit": commit + ("-dirty" if dirty else ""), "iterations": args.iterations, "variants": res}
+               "commit": commit, "start_sha256": start_sha, "iterations": args.iterations, "variants": res}
         args.summary.write_text(json.dumps(out, indent=2) + "\n")
 
 
