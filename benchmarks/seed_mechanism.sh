@@ -20,14 +20,17 @@ BUDGET=${BUDGET:-128}  # episodes per cell
 GAMES=${GAMES:-4}      # games per iteration (x group 4 episodes)
 PANEL=${PANEL:-48}     # games per evaluation panel
 EVAL_EVERY=${EVAL_EVERY:-1}  # iterations between evaluations (and the last one)
-read -r -a SETS <<< "${SETS:-}"  # more compare options for every cell, e.g. SETS="--set optim.shared_prefix=true"
+# more compare options for every cell, e.g. SETS="--set optim.shared_prefix=true"; read into another
+# name: bash does not export an array, and the grid's cell processes read SETS from the environment
+export SETS=${SETS:-}
+read -r -a sets <<< "$SETS"
 METHODS=${METHODS:-"grpo seed+self seed+oracle seed_nogate+self sdar grpo_opsd"}
 compare() {
   .venv/bin/seedrl compare --config configs/household_grpo.yaml --budget-episodes "$BUDGET" --eval-every "$EVAL_EVERY" \
     --out "$OUT" --runs-dir "runs/compare/$(basename "$OUT")" --split valid_seen --split valid_unseen \
     --efficiency-split valid_seen --set "model.name=$START" --set torch_threads=1 \
     --set "rollout.tasks_per_batch=$GAMES" --set rollout.group_size=4 --set optim.lr=1e-4 --set optim.ppo_epochs=2 \
-    --set "eval.num_tasks=$PANEL" --set eval.batch_size=48 --set save_every=0 --set log.progress=false "${SETS[@]}" "$@"
+    --set "eval.num_tasks=$PANEL" --set eval.batch_size=48 --set save_every=0 --set log.progress=false "${sets[@]}" "$@"
 }
 case ${1:-} in
   cell)
