@@ -51,14 +51,16 @@ class UpdateBatch:
 
 def sample_keys(batch: UpdateBatch) -> list[tuple]:
     """One key per sample of ``batch``; two samples share a key iff every input of their loss terms is
-    equal: prompt and response ids, advantage, old, reference and teacher log-probs and the signal
-    flag (so two samples scored in different batch positions, a float apart, never merge)."""
+    equal: prompt and response ids (and images: their digest), advantage, old, reference and teacher
+    log-probs and the signal flag (so two samples scored in different batch positions, a float apart,
+    never merge)."""
     def vals(xs: list[torch.Tensor] | None, i: int) -> bytes:
         return b"" if xs is None else xs[i].detach().cpu().numpy().tobytes()
 
     return [(tuple(s.prompt_ids), tuple(s.response_ids), float(batch.adv[i]), vals(batch.old_logp, i),
              vals(batch.ref_logp, i), vals(batch.teacher_logp, i),
-             None if batch.signal is None else float(batch.signal[i])) for i, s in enumerate(batch.samples)]
+             None if batch.signal is None else float(batch.signal[i]), s.image_digest)
+            for i, s in enumerate(batch.samples)]
 
 
 def merge_duplicates(idx: list[int], keys: list[tuple]) -> tuple[list[int], list[int]]:
@@ -382,7 +384,8 @@ class Updater:
         samples = batch.samples
         b, logp, ent = train_forward(self._trained, [samples[i].prompt_ids for i in mi],
                                      [samples[i].response_ids for i in mi], self.tokenizer.pad_token_id, self.device,
-                                     self.share_prefix, with_entropy=c.entropy_coef > 0, bf16=self.precision.bf16)
+                                     self.share_prefix, with_entropy=c.entropy_coef > 0, bf16=self.precision.bf16,
+                                     images=[samples[i].images for i in mi])
         unit = b.response_mask
         # the aggregation mask: a merged sample counts as often as the samples it stands for
         mask = unit if weights is None else unit * torch.tensor(weights, dtype=unit.dtype, device=self.device)[:, None]
