@@ -400,11 +400,11 @@ def save_model(model, tokenizer, path: str | Path, state_dict: dict | None = Non
         copy.deepcopy(model).merge_and_unload().save_pretrained(str(path), safe_serialization=True)
     else:
         model.save_pretrained(str(path), safe_serialization=True)
-    from seedrl.models.vision import processor_of
+    from seedrl.models.vision import processor_of, save_processor
 
     proc = processor_of(tokenizer)
     if proc is not None:  # a vision-language policy: its image processor and chat template too
-        proc.save_pretrained(str(path))
+        save_processor(proc, path)
     else:
         tokenizer.save_pretrained(str(path))
     write_portable_tokenizer_config(path)

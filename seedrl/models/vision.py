@@ -12,7 +12,7 @@ with a processor built from files shipped in the package (``assets/vl``: the ima
 and a chat template) over the built-in tokenizer plus Qwen's vision special tokens: nothing is
 downloaded. A real model (``Qwen/Qwen2.5-VL-3B-Instruct`` or a folder) loads its own processor through
 ``AutoProcessor`` (falling back to an image-only processor where the video processor cannot load, e.g.
-without torchvision) and its class through ``AutoModelForImageTextToText``.
+without torchvision) and its generation class by model type (:func:`model_class`).
 """
 
 from __future__ import annotations
@@ -112,6 +112,23 @@ def is_vision_model(name_or_path: str) -> bool:
     return bool(re.search(r"qwen2(\.5)?-vl", str(name_or_path), re.IGNORECASE))
 
 
+def vl_model_type(name_or_path: str) -> str:
+    """The model type of a vision-language name: its config's (a folder, a cached hub model), a built-in
+    name's, else read from a Qwen VL repo name (``Qwen2.5-VL`` -> ``qwen2_5_vl``, ``Qwen2-VL`` ->
+    ``qwen2_vl``); anything else is an error that lists the valid types."""
+    if name_or_path in TINY_VL_CONFIGS:
+        return TINY_VL_CONFIGS[name_or_path][0]
+    cfg = _config_of(name_or_path)
+    kind = cfg.get("model_type") if cfg is not None else None
+    if kind is None:
+        found = re.search(r"qwen2(\.5)?-vl", str(name_or_path), re.IGNORECASE)
+        kind = None if found is None else ("qwen2_5_vl" if found.group(1) else "qwen2_vl")
+    if kind not in VL_MODEL_TYPES:
+        raise SeedRLError(f"{name_or_path!r} is not a vision-language model seedrl knows (model type {kind!r}); "
+                          f"valid: {', '.join(VL_MODEL_TYPES)}")
+    return kind
+
+
 # -- the processor -------------------------------------------------------------------------------------------
 def _image_only_class(model_type: str):
     """The model's processor class without its video processor (whose class needs torchvision): images
@@ -147,19 +164,41 @@ def tiny_vl_tokenizer():
     return tok
 
 
+_IMAGE_KEYS = ("do_resize", "do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std",
+               "do_convert_rgb", "min_pixels", "max_pixels", "size", "patch_size", "temporal_patch_size", "merge_size")
+
+
 def image_processor_from(path: Path):
+    """Qwen2-VL's PIL image processor (no torchvision) from a folder's ``preprocessor_config.json``, or the
+    ``image_processor`` entry of its ``processor_config.json`` (what ``save_pretrained`` writes)."""
     from transformers import Qwen2VLImageProcessorPil
 
-    cfg = json.loads((path / "preprocessor_config.json").read_text())
-    keys = ("do_resize", "do_rescale", "rescale_factor", "do_normalize", "image_mean", "image_std",
-            "do_convert_rgb", "min_pixels", "max_pixels", "patch_size", "temporal_patch_size", "merge_size")
-    return Qwen2VLImageProcessorPil(**{k: cfg[k] for k in keys if k in cfg})
+    if (path / "preprocessor_config.json").is_file():
+        cfg = json.loads((path / "preprocessor_config.json").read_text())
+    elif (path / "processor_config.json").is_file():
+        cfg = json.loads((path / "processor_config.json").read_text()).get("image_processor", {})
+    else:
+        raise SeedRLError(f"model folder {str(path)!r} has no image processor config (preprocessor_config.json "
+                          f"or processor_config.json)")
+    return Qwen2VLImageProcessorPil(**{k: cfg[k] for k in _IMAGE_KEYS if k in cfg})
+
+
+def _folder_tokenizer(path: str, trust_remote_code: bool):
+    """A folder's or hub model's tokenizer; a generic ``tokenizer.json`` (the built-in one, saved) verbatim."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    cfg = Path(path) / "tokenizer_config.json"
+    declared = json.loads(cfg.read_text()).get("tokenizer_class") if cfg.is_file() else None
+    if declared in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+        return PreTrainedTokenizerFast.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
 
 
 def load_processor(name_or_path: str, trust_remote_code: bool = False):
     """The processor of a vision-language policy: the shipped one for built-in names, else the model's own
-    through ``AutoProcessor`` (image-only where its video processor cannot load). Its tokenizer pads on
-    the left, as the text path's does."""
+    through ``AutoProcessor``, or, where that cannot load it (its video processor needs torchvision; a
+    folder seedrl saved), the same processor class without video over the folder's tokenizer and image
+    processor config. Its tokenizer pads on the left, as the text path's does."""
     if name_or_path in TINY_VL_CONFIGS:
         model_type = TINY_VL_CONFIGS[name_or_path][0]
         proc = _image_only_class(model_type)(image_processor=image_processor_from(ASSET_DIR),
@@ -169,27 +208,45 @@ def load_processor(name_or_path: str, trust_remote_code: bool = False):
         from transformers import AutoProcessor
 
         path = str(Path(name_or_path).expanduser()) if Path(name_or_path).expanduser().exists() else name_or_path
+        first: Exception | None = None
         try:
             proc = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
-        except (ImportError, AttributeError, ValueError, TypeError):  # no torchvision: no video processor
-            from transformers import AutoTokenizer
+        except (ImportError, AttributeError, ValueError, TypeError, KeyError, OSError) as exc:
+            proc, first = None, exc  # e.g. "Can't load video processor": no torchvision
+        if proc is None or not hasattr(proc, "image_processor"):
+            try:
+                local = Path(path)
+                if not local.is_dir():
+                    from huggingface_hub import hf_hub_download
 
-            tok = AutoTokenizer.from_pretrained(path, trust_remote_code=trust_remote_code)
-            model_type = (_config_of(path) or {}).get("model_type", "qwen2_5_vl")
-            local = Path(path)
-            if not (local / "preprocessor_config.json").is_file():
-                from huggingface_hub import hf_hub_download
-
-                local = Path(hf_hub_download(path, "preprocessor_config.json")).parent
-            proc = _image_only_class(model_type)(image_processor=image_processor_from(local), tokenizer=tok,
-                                                 chat_template=tok.chat_template)
-        except OSError as exc:
-            raise SeedRLError(f"cannot load the processor of {name_or_path!r}: {str(exc).splitlines()[0]}") from exc
+                    local = Path(hf_hub_download(path, "preprocessor_config.json")).parent
+                tok = _folder_tokenizer(str(local), trust_remote_code)
+                template = tok.chat_template
+                if (local / "chat_template.jinja").is_file():
+                    template = (local / "chat_template.jinja").read_text()
+                proc = _image_only_class(vl_model_type(path))(image_processor=image_processor_from(local),
+                                                              tokenizer=tok, chat_template=template)
+            except (OSError, ValueError) as exc:
+                why = str(first or exc).splitlines()[0]
+                raise SeedRLError(f"cannot load the processor of {name_or_path!r}: {why}") from exc
     tok = proc.tokenizer
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
     return proc
+
+
+def save_processor(processor, path: str | Path) -> None:
+    """``processor.save_pretrained`` under the model's own processor class name (an image-only one is saved
+    as the full class, so ``AutoProcessor`` loads it where torchvision is installed)."""
+    processor.save_pretrained(str(path))
+    for name in ("processor_config.json", "tokenizer_config.json"):
+        f = Path(path) / name
+        if f.is_file():
+            cfg = json.loads(f.read_text())
+            if str(cfg.get("processor_class", "")).endswith("ImageOnly"):
+                cfg["processor_class"] = cfg["processor_class"][:-len("ImageOnly")]
+                f.write_text(json.dumps(cfg, indent=2) + "\n")
 
 
 def attach_processor(tokenizer, processor) -> None:
@@ -221,6 +278,26 @@ def with_images(messages: list[dict], n_images: int) -> list[dict]:
         raise SeedRLError("a prompt with images needs a user message to carry them")
     text = out[last]["content"]
     out[last]["content"] = [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": text}]
+    return out
+
+
+def with_image_marks(messages: list[dict], mark: str) -> list[dict]:
+    """The chat ``messages`` with every ``mark`` in a user message's text replaced by an image item (the
+    content-list form), the text around it kept in order: for prompts that show images between lines
+    (SEED's visual analysis prompt, one image per step)."""
+    out = []
+    for m in messages:
+        text = m.get("content")
+        if m.get("role") != "user" or not isinstance(text, str) or mark not in text:
+            out.append(dict(m))
+            continue
+        parts: list[dict] = []
+        for k, piece in enumerate(text.split(mark)):
+            if k:
+                parts.append({"type": "image"})
+            if piece:
+                parts.append({"type": "text", "text": piece})
+        out.append({**m, "content": parts})
     return out
 
 
@@ -322,15 +399,14 @@ def build_tiny_vl(name: str, tokenizer, init_seed: int = 0):
 
 
 def load_pretrained_vl(name_or_path: str, dtype: torch.dtype, trust_remote_code: bool = False):
-    from transformers import AutoModelForImageTextToText
-
+    """A real VL model by hub name or folder, through its own generation class (:func:`model_class`)."""
     try:
-        return AutoModelForImageTextToText.from_pretrained(name_or_path, dtype=dtype,
-                                                           trust_remote_code=trust_remote_code)
+        return model_class(vl_model_type(name_or_path)).from_pretrained(name_or_path, dtype=dtype,
+                                                                        trust_remote_code=trust_remote_code)
     except OSError as exc:
         raise SeedRLError(f"cannot load model {name_or_path!r}: {str(exc).splitlines()[0]}") from exc
 
 
 #: LoRA on the language model only: its attention and MLP projections (the vision tower and the merger
-#: stay frozen, as in SEED's LoRA-free full fine-tune they are trained; see docs/deviations.md)
+#: stay frozen under LoRA; a full fine-tune, SEED's, trains them all)
 LANGUAGE_LORA_TARGETS = r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"

@@ -147,7 +147,7 @@ class HFBackend:
         recorder = _RecordLogprobs() if params.logprobs else None
         processors = [recorder] if recorder is not None else []
         if _is_vision(self.model):  # a vision token in a response would read as an image placeholder
-            processors.insert(0, _Suppress(_vision_token_ids(self.model)))
+            processors.append(_Suppress(_vision_token_ids(self.model)))
         if not params.greedy:
             if params.temperature <= 0:
                 raise SeedRLError("temperature must be > 0 when sampling; set greedy for argmax decoding")
@@ -216,7 +216,8 @@ class HFBackend:
 
 class _Suppress:
     """Never sample ``ids`` (a VL model's image/video placeholders and vision brackets): a response holds
-    text only. Placed before the recorder, so the recorded log-probs are those of what was sampled from."""
+    text only. Placed after the recorder, so the recorded log-probs are the policy's own, the ones scoring
+    recomputes (the mass it takes away is the policy's on tokens that cannot be a response's)."""
 
     def __init__(self, ids: list[int]) -> None:
         self.ids = ids

@@ -15,6 +15,10 @@ Two variants (config ``skills.analysis_prompt``):
   was parsable in the required action format), as verl-agent's flag is. A prompt over the analyzer's
   limit loses its oldest steps, never the instructions (:class:`~seedrl.skills.analyzers.self_analyzer.SelfAnalyzer`
   renders it again with ``first_step``).
+- ``seed_visual``, SEED's visual analysis (its Sokoban and EZPoints launchers' ``seed_visual``): the
+  ``seed`` prompt for an episode whose observations are images; each step's ``Observation:`` starts with
+  :data:`IMAGE_MARK`, where the analyzing vision-language policy sees that step's image
+  (:func:`analysis_images`), and the rules say so. Wording our own, as for ``seed``.
 - ``legacy``, the prompt the tiny CPU presets' Stage-1 models were trained on, unchanged: the
   request *after* the trajectory (restating the task and the outcome, so left-truncation loses the
   oldest steps first), steps numbered from 1, ``Action valid`` = the env accepted the action
@@ -37,9 +41,12 @@ from seedrl.rollout.types import Trajectory
 TRUNCATION_MARK = " ...[truncated {n} chars]"
 
 #: the analysis prompt variants (config ``skills.analysis_prompt``); the first is the default
-ANALYSIS_PROMPTS = ("seed", "legacy")
+ANALYSIS_PROMPTS = ("seed", "legacy", "seed_visual")
 #: the number of a trajectory's first step in each variant's prompt (and in its ``step_skills``)
-STEP_BASE = {"seed": 0, "legacy": 1}
+STEP_BASE = {"seed": 0, "legacy": 1, "seed_visual": 0}
+#: where a ``seed_visual`` prompt shows a step's image (the analyzer puts the image there)
+IMAGE_MARK = "<image>"
+_SEED_VARIANTS = ("seed", "seed_visual")
 
 _INTRO = (
     "You are reviewing one finished episode of an agent acting in a text-based environment. "
@@ -119,6 +126,8 @@ _SEED_RULES = (
     "- \"Action valid\" says whether that response was parsable in the required action format.\n"
     "- Answer with exactly these top-level keys: {keys}."
 )
+_SEED_VISUAL_RULE = ("\n- Each step's observation is the image shown at that step, with the text beside it: read the "
+                     "board from the image.")
 
 _SEED_FORMAT = '{"episode_summary": "<string>", "episode_skill": "<string>"}'
 _SEED_FORMAT_STEPS = ('{"episode_summary": "<string>", "episode_skill": "<string>", '
@@ -178,11 +187,12 @@ def render_trajectory(traj: Trajectory, max_obs_chars: int | None = None, varian
         if i < first_step:
             continue
         obs = step.observation if step.observation else "(empty)"
-        valid = step.format_valid if variant == "seed" else step.action_valid
+        valid = step.format_valid if variant in _SEED_VARIANTS else step.action_valid
+        mark = IMAGE_MARK * _n_images(step) if variant == "seed_visual" else ""
         lines += [
             "",
             f"Step {i + base}",
-            f"Observation: {_cap(obs, max_obs_chars)}",
+            f"Observation: {mark}{_cap(obs, max_obs_chars)}",
             f"Response: {step.response_text}",
             f"Action valid: {'true' if valid else 'false'}",
         ]
@@ -198,7 +208,7 @@ def analysis_prompt(traj: Trajectory, max_obs_chars: int | None = None, step_ski
     :func:`render_trajectory`)."""
     _check_variant(variant)
     episode = render_trajectory(traj, max_obs_chars, variant, first_step)
-    if variant == "seed":
+    if variant in _SEED_VARIANTS:
         fields = [_SEED_SUMMARY_FIELD, _SEED_SUCCESS_FIELD if traj.won else _SEED_FAILURE_FIELD]
         keys = "episode_summary, episode_skill"
         if step_skills:
@@ -208,7 +218,7 @@ def analysis_prompt(traj: Trajectory, max_obs_chars: int | None = None, step_ski
         return "\n\n".join([
             _SEED_OPENING,
             f"Fill in {len(fields)} fields:\n{numbered}",
-            "Rules:\n" + _SEED_RULES.format(keys=keys),
+            "Rules:\n" + _SEED_RULES.format(keys=keys) + (_SEED_VISUAL_RULE if variant == "seed_visual" else ""),
             "Answer format:\n" + (_SEED_FORMAT_STEPS if step_skills else _SEED_FORMAT),
             "Episode:\n" + episode,
         ])
@@ -226,6 +236,17 @@ def analysis_prompt(traj: Trajectory, max_obs_chars: int | None = None, step_ski
     else:
         parts.append(_FORMAT_RULES)
     return "\n\n".join(parts)
+
+
+def _n_images(step) -> int:
+    images = getattr(step, "images", None)
+    return len(images.raw) if images is not None else 0
+
+
+def analysis_images(traj: Trajectory, first_step: int = 0) -> list:
+    """The images a ``seed_visual`` prompt of ``traj`` shows, in order (one :data:`IMAGE_MARK` each): every
+    kept step's observation images (``first_step``: as :func:`render_trajectory`)."""
+    return [im for i, s in enumerate(traj.steps) if i >= first_step and s.images is not None for im in s.images.raw]
 
 
 def analysis_messages(traj: Trajectory, max_obs_chars: int | None = None, step_skills: bool = False,
