@@ -1,0 +1,105 @@
+"""A vision-language policy through the one loop (issue 45): SEED on visual Sokoban and EZPoints with the tiny
+Qwen2.5-VL, the teacher re-scoring with the student's images, dedupe that tells images apart, and the policy
+reading an image trajectory with SEED's visual analysis prompt."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from seedrl.config import TrainConfig, load_config
+from seedrl.models.vision import ImageInputs
+from seedrl.rollout.types import StepSample
+from seedrl.train.scoring import unique_pairs
+from seedrl.train.trainer import Trainer
+from seedrl.train.update import UpdateBatch, sample_keys
+from tests.helpers import SKILL, FixedAnalyzer
+
+
+def _cfg(preset: str, run_dir, **over) -> TrainConfig:
+    sets = [f"run_dir={run_dir}", "iterations=1", "model.precision=fp32", "eval.num_tasks=0", "log.progress=false",
+            "env.max_steps=2", "rollout.max_new_tokens=8", "torch_threads=1"]
+    return load_config(TrainConfig, preset, sets + [f"{k}={v}" for k, v in over.items()])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["configs/sokoban_visual_seed_tiny.yaml", "configs/ezpoints_seed_tiny.yaml"])
+def test_seed_iteration_with_images_rescores_with_the_same_images_and_updates(tmp_path, preset):
+    tr = Trainer(_cfg(preset, tmp_path / "run"))
+    tr.analyzer = FixedAnalyzer()  # a skill for even trajectories: the teacher path runs
+    seen = []
+    score = tr.scorer.score
+
+    def spy(model, prompts, responses, images=None):
+        seen.append(images)
+        return score(model, prompts, responses, images)
+
+    tr.scorer.score = spy
+    tr.train()
+    rows = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    (row,) = rows
+    assert 0 < row["skills/signal_frac"] < 1 and math.isfinite(row["loss/opd"])
+    assert row["grad_norm"] > 0 and row["optim_steps"] > 0
+    # old, reference and teacher scoring: every sample with its images
+    assert len(seen) == 3 and all(imgs and all(isinstance(x, ImageInputs) for x in imgs) for imgs in seen)
+    assert (tmp_path / "run" / "checkpoints" / "iter_000001" / "model" / "processor_config.json").is_file()
+
+
+def _sample(pixels: torch.Tensor) -> StepSample:
+    mm = ImageInputs(pixels, torch.tensor([[1, 2, 2]]))
+    return StepSample(prompt_ids=[1, 5, 5, 2], response_ids=[7], logprobs=[-1.0], traj_id=0, group_id=0, step=0,
+                      reward=0.0, action_valid=True, images=mm)
+
+
+def test_samples_with_the_same_token_ids_but_other_images_are_never_merged():
+    """Same-sized images share their placeholder ids: scoring's dedupe and the update's merge keys tell them
+    apart by the image digest (and still merge true copies)."""
+    a, b, c = _sample(torch.zeros(4, 8)), _sample(torch.ones(4, 8)), _sample(torch.zeros(4, 8))
+    assert a.prompt_ids == b.prompt_ids and a.image_digest != b.image_digest == _sample(torch.ones(4, 8)).image_digest
+    where, unique = unique_pairs([a, b, c])
+    assert unique == [0, 1] and where == [0, 1, 0]
+    old = [torch.tensor([-1.0])] * 3
+    keys = sample_keys(UpdateBatch([a, b, c], old, torch.zeros(3)))
+    assert keys[0] != keys[1] and keys[0] == keys[2]
+
+
+def test_the_policy_reads_an_image_trajectory_with_the_seed_visual_prompt(tmp_path):
+    from seedrl.models.loading import load_model, load_tokenizer
+    from seedrl.rollout.backends import HFBackend
+    from seedrl.skills.analyzers.self_analyzer import SelfAnalyzer
+    from seedrl.skills.prompts import IMAGE_MARK, analysis_prompt
+    from tests.models.test_vision import _visual_rollout
+
+    tok = load_tokenizer("tiny-qwen2.5-vl")
+    model = load_model("tiny-qwen2.5-vl", tokenizer=tok)
+    traj = _visual_rollout(tok, model)[0]
+    assert len(traj.steps) == 2
+    text = analysis_prompt(traj, variant="seed_visual")
+    assert text.count(IMAGE_MARK) == len(traj.steps) and "image" in text.split("Episode:")[0]
+    backend = HFBackend(model, tok)
+    calls = []
+    generate = backend.generate
+
+    def spy(prompts, params, seed, images=None):
+        calls.append((prompts, images))
+        return generate(prompts, params, seed, images=images)
+
+    backend.generate = spy
+    analyzer = SelfAnalyzer(backend, tok, max_new_tokens=4, analysis_prompt="seed_visual", min_words=0)
+    (result,) = analyzer.analyze([traj])
+    ((prompts, images),) = calls
+    (mm,) = images
+    # every step's frame, in step order, with its placeholders in the prompt
+    expect = torch.cat([s.images.pixel_values for s in traj.steps])
+    assert torch.equal(mm.pixel_values, expect)
+    assert prompts[0].count(model.config.image_token_id) == int(mm.image_grid_thw.prod(-1).sum()) // 4
+    assert result.prompt_tokens == len(prompts[0])
+    # a prompt over the limit loses whole steps with their images, never a part of one
+    small = SelfAnalyzer(backend, tok, max_new_tokens=4, analysis_prompt="seed_visual", min_words=0,
+                         max_prompt_tokens=len(prompts[0]) - 1)
+    ids, kept = small.prompt_inputs(traj)
+    assert len(ids) < len(prompts[0]) and kept.image_grid_thw.shape[0] == len(traj.steps) - 1
+    assert ids.count(model.config.image_token_id) == int(kept.image_grid_thw.prod(-1).sum()) // 4
