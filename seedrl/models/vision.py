@@ -354,6 +354,24 @@ def mrope_positions(model, input_ids: torch.Tensor, attention_mask: torch.Tensor
     return pos
 
 
+def saved_to_model_keys(sd: dict[str, Any], model) -> dict[str, Any]:
+    """The weights of a VL model folder, as ``save_pretrained`` writes them (the hub layout: ``visual.*``,
+    ``model.layers.*``), under the model's own module names (``model.visual.*``,
+    ``model.language_model.layers.*``); names the model already has are kept, so a state dict taken from
+    the model passes through unchanged."""
+    own = set(model.state_dict())
+    out = {}
+    for k, v in sd.items():
+        name = k
+        if name not in own:
+            if name.startswith("visual."):
+                name = "model." + name
+            elif name.startswith("model.") and not name.startswith(("model.visual.", "model.language_model.")):
+                name = "model.language_model." + name[len("model."):]
+        out[name if name in own else k] = v
+    return out
+
+
 # -- the models ----------------------------------------------------------------------------------------------
 def tiny_vl_config(name: str, tokenizer) -> Any:
     """The config of a built-in VL model: its class's own config with small widths, the built-in

@@ -153,3 +153,22 @@ def test_fsdp_shards_the_vision_tower_block_by_block(tmp_path):
     _, wrapped, diff, grads = line.split()
     assert set(wrapped.split(",")) == {"Qwen2_5_VLDecoderLayer", "Qwen2_5_VLVisionBlock"}
     assert float(diff) < 1e-6 and int(grads) > 0
+
+
+@pytest.mark.slow
+def test_a_vl_run_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path):
+    """The checkpoint's model folder holds the hub layout of the names (``visual.*``, ``model.layers.*``):
+    resume maps them back onto the model and goes on exactly as the uninterrupted run."""
+    preset = "configs/ezpoints_seed_tiny.yaml"
+    whole = Trainer(_cfg(preset, tmp_path / "a", iterations=2, save_every=1))
+    whole.train()
+    first = Trainer(_cfg(preset, tmp_path / "b", iterations=1, save_every=1))
+    first.train()
+    again = Trainer(_cfg(preset, tmp_path / "b", iterations=2, save_every=1), resume=True)
+    assert again.iteration == 1
+    again.train()
+    a, b = whole.model.state_dict(), again.model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    rows = [(tmp_path / d / "metrics.jsonl").read_text().splitlines()[-1] for d in ("a", "b")]
+    strip = [{k: v for k, v in json.loads(r).items() if not k.startswith("time/")} for r in rows]
+    assert strip[0] == strip[1]
