@@ -89,10 +89,13 @@ def test_tiny_vl_builds_from_config_with_the_shipped_processor(name):
     assert tok.decode(ids).count("<|vision_start|>") == 2
 
 
-def test_scored_logprobs_equal_a_plain_full_forward_and_the_generator(vl):
+@pytest.mark.parametrize("name", list(TINY_VL_CONFIGS))
+def test_scored_logprobs_equal_a_plain_full_forward_and_the_generator(name):
     """Left-padded rows with two images, one image and none, scored in one micro-batch: each row's log-probs
-    equal those of an unpadded forward of that row alone (fp32, 1e-5) and the generator's recorded ones."""
-    tok, model = vl
+    equal those of an unpadded forward of that row alone (fp32, 1e-5) and the generator's recorded ones; a
+    batch without images (a VL policy on a text env) too."""
+    tok = load_tokenizer(name)
+    model = load_model(name, tokenizer=tok)
     msgs = [[{"role": "user", "content": "Two frames, then act."}],
             [{"role": "user", "content": "One frame and a much longer text to pad the other rows."}],
             [{"role": "user", "content": "text only"}]]
@@ -113,6 +116,15 @@ def test_scored_logprobs_equal_a_plain_full_forward_and_the_generator(vl):
         assert torch.allclose(lp, full, atol=1e-5), (lp - full).abs().max()
         assert torch.allclose(lp, torch.tensor(g.logprobs), atol=1e-5)
         assert not set(r) & {model.config.image_token_id, model.config.video_token_id}  # text responses only
+    alone = batched_logprobs(model, [prompts[2], prompts[2]], [responses[2], responses[0]], tok.pad_token_id, 2)
+    assert torch.allclose(alone[0], scored[2], atol=1e-5)
+
+
+def test_an_image_prompt_for_a_text_policy_is_a_one_line_error(tiny_tokenizer):
+    from seedrl.errors import SeedRLError
+
+    with pytest.raises(SeedRLError, match="has images but the policy is a text model; use a vision-language model"):
+        encode_step(tiny_tokenizer, [{"role": "user", "content": "x"}], _images(1))
 
 
 def _visual_rollout(tok, model, env="sokoban", kwargs=None, history=2):
