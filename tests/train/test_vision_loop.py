@@ -172,3 +172,14 @@ def test_a_vl_run_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path):
     rows = [(tmp_path / d / "metrics.jsonl").read_text().splitlines()[-1] for d in ("a", "b")]
     strip = [{k: v for k, v in json.loads(r).items() if not k.startswith("time/")} for r in rows]
     assert strip[0] == strip[1]
+
+
+def test_sft_refuses_a_vision_language_model_in_one_line(tmp_path):
+    from seedrl.config import SFTConfig
+    from seedrl.errors import SeedRLError
+    from seedrl.train.sft import run_sft
+
+    cfg = load_config(SFTConfig, "configs/demo_sokoban_sft.yaml",
+                      [f"run_dir={tmp_path / 'sft'}", "model.name=tiny-qwen2.5-vl", "torch_threads=1"])
+    with pytest.raises(SeedRLError, match="does not take a vision-language model yet"):
+        run_sft(cfg)
