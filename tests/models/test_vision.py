@@ -129,7 +129,9 @@ def test_an_image_prompt_for_a_text_policy_is_a_one_line_error(tiny_tokenizer):
 
 def _visual_rollout(tok, model, env="sokoban", kwargs=None, history=2):
     kwargs = kwargs or {"dim": [5, 5], "mode": "rgb_array"}
-    settings = RolloutSettings(env_title="Sokoban", max_steps=2, history_length=history,
+    from seedrl.envs.registry import env_class
+
+    settings = RolloutSettings(env_title=env_class(env).title, max_steps=2, history_length=history,
                                sampling=SamplingParams(max_new_tokens=6, stop=[]), env_workers=1)
     ids = make_env(env, **kwargs).panel_task_ids("train", 2, **kwargs)
     return rollout(HFBackend(model, tok), tok, lambda: make_env(env, **kwargs), ids, 2, settings, seed=0)
