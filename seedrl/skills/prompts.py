@@ -15,10 +15,11 @@ Two variants (config ``skills.analysis_prompt``):
   was parsable in the required action format), as verl-agent's flag is. A prompt over the analyzer's
   limit loses its oldest steps, never the instructions (:class:`~seedrl.skills.analyzers.self_analyzer.SelfAnalyzer`
   renders it again with ``first_step``).
-- ``seed_visual``, SEED's visual analysis (its Sokoban and EZPoints launchers' ``seed_visual``): the
-  ``seed`` prompt for an episode whose observations are images; each step's ``Observation:`` starts with
-  :data:`IMAGE_MARK`, where the analyzing vision-language policy sees that step's image
-  (:func:`analysis_images`), and the rules say so. Wording our own, as for ``seed``.
+- ``seed_visual``, SEED's visual analysis (``_build_seed_visual_episode_analysis_prompt`` in
+  ``seed/analysis.py``, its Sokoban and EZPoints launchers' ``analysis_prompt_version``): the ``seed`` prompt
+  with each step's ``Observation:`` replaced by :data:`IMAGE_MARK`, where the analyzing vision-language
+  policy sees that step's observation image (its first; :func:`analysis_images`), and ``<image>`` in a
+  response written ``[image]``. A step without an image keeps its text (SEED refuses the episode).
 - ``legacy``, the prompt the tiny CPU presets' Stage-1 models were trained on, unchanged: the
   request *after* the trajectory (restating the task and the outcome, so left-truncation loses the
   oldest steps first), steps numbered from 1, ``Action valid`` = the env accepted the action
@@ -126,8 +127,7 @@ _SEED_RULES = (
     "- \"Action valid\" says whether that response was parsable in the required action format.\n"
     "- Answer with exactly these top-level keys: {keys}."
 )
-_SEED_VISUAL_RULE = ("\n- Each step's observation is the image shown at that step, with the text beside it: read the "
-                     "board from the image.")
+
 
 _SEED_FORMAT = '{"episode_summary": "<string>", "episode_skill": "<string>"}'
 _SEED_FORMAT_STEPS = ('{"episode_summary": "<string>", "episode_skill": "<string>", '
@@ -186,14 +186,17 @@ def render_trajectory(traj: Trajectory, max_obs_chars: int | None = None, varian
     for i, step in enumerate(traj.steps):
         if i < first_step:
             continue
-        obs = step.observation if step.observation else "(empty)"
+        obs = _cap(step.observation if step.observation else "(empty)", max_obs_chars)
         valid = step.format_valid if variant in _SEED_VARIANTS else step.action_valid
-        mark = IMAGE_MARK * _n_images(step) if variant == "seed_visual" else ""
+        response = step.response_text
+        if variant == "seed_visual":  # the step's image stands for its observation; no placeholder elsewhere
+            obs = IMAGE_MARK if _n_images(step) else obs.replace(IMAGE_MARK, "[image]")
+            response = response.replace(IMAGE_MARK, "[image]")
         lines += [
             "",
             f"Step {i + base}",
-            f"Observation: {mark}{_cap(obs, max_obs_chars)}",
-            f"Response: {step.response_text}",
+            f"Observation: {obs}",
+            f"Response: {response}",
             f"Action valid: {'true' if valid else 'false'}",
         ]
     if not traj.steps:
@@ -218,7 +221,7 @@ def analysis_prompt(traj: Trajectory, max_obs_chars: int | None = None, step_ski
         return "\n\n".join([
             _SEED_OPENING,
             f"Fill in {len(fields)} fields:\n{numbered}",
-            "Rules:\n" + _SEED_RULES.format(keys=keys) + (_SEED_VISUAL_RULE if variant == "seed_visual" else ""),
+            "Rules:\n" + _SEED_RULES.format(keys=keys),
             "Answer format:\n" + (_SEED_FORMAT_STEPS if step_skills else _SEED_FORMAT),
             "Episode:\n" + episode,
         ])
@@ -244,9 +247,10 @@ def _n_images(step) -> int:
 
 
 def analysis_images(traj: Trajectory, first_step: int = 0) -> list:
-    """The images a ``seed_visual`` prompt of ``traj`` shows, in order (one :data:`IMAGE_MARK` each): every
-    kept step's observation images (``first_step``: as :func:`render_trajectory`)."""
-    return [im for i, s in enumerate(traj.steps) if i >= first_step and s.images is not None for im in s.images.raw]
+    """The images a ``seed_visual`` prompt of ``traj`` shows, in order (one :data:`IMAGE_MARK` each): the
+    observation image (the first) of every kept step that has one (``first_step``: as
+    :func:`render_trajectory`)."""
+    return [s.images.raw[0] for i, s in enumerate(traj.steps) if i >= first_step and _n_images(s)]
 
 
 def analysis_messages(traj: Trajectory, max_obs_chars: int | None = None, step_skills: bool = False,

@@ -77,8 +77,13 @@ def test_the_policy_reads_an_image_trajectory_with_the_seed_visual_prompt(tmp_pa
     model = load_model("tiny-qwen2.5-vl", tokenizer=tok)
     traj = _visual_rollout(tok, model)[0]
     assert len(traj.steps) == 2
+    traj.steps[0].response_text += " <image>"  # a response cannot add a placeholder
     text = analysis_prompt(traj, variant="seed_visual")
-    assert text.count(IMAGE_MARK) == len(traj.steps) and "image" in text.split("Episode:")[0]
+    # SEED's seed_visual: each step's observation is its image, the rest is the seed prompt
+    assert text.count(IMAGE_MARK) == len(traj.steps) and text.count(f"Observation: {IMAGE_MARK}\n") == len(traj.steps)
+    assert "[image]" in text
+    assert text.replace(f"Observation: {IMAGE_MARK}", "Observation: x").split("Episode:")[0] == \
+        analysis_prompt(traj, variant="seed").split("Episode:")[0]
     backend = HFBackend(model, tok)
     calls = []
     generate = backend.generate
