@@ -220,7 +220,6 @@ def load_tokenizer(name_or_path: str, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
     from seedrl.models.tokenizer import ASSET_DIR
-
     from seedrl.models.vision import attach_processor, is_vision_model, load_processor
 
     check_model_source(name_or_path, trust_remote_code)

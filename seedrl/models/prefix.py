@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-
 from typing import Any
 
 import torch

@@ -156,7 +156,8 @@ def tiny_vl_tokenizer():
     vision special tokens added after its vocabulary."""
     from transformers import PreTrainedTokenizerFast
 
-    from seedrl.models.tokenizer import ASSET_DIR as TEXT_ASSETS, CHATML_TEMPLATE
+    from seedrl.models.tokenizer import ASSET_DIR as TEXT_ASSETS
+    from seedrl.models.tokenizer import CHATML_TEMPLATE
 
     tok = PreTrainedTokenizerFast.from_pretrained(str(TEXT_ASSETS))
     tok.chat_template = tok.chat_template or CHATML_TEMPLATE

@@ -16,7 +16,7 @@ from seedrl.rollout.types import StepSample
 from seedrl.train.scoring import unique_pairs
 from seedrl.train.trainer import Trainer
 from seedrl.train.update import UpdateBatch, sample_keys
-from tests.helpers import SKILL, FixedAnalyzer
+from tests.helpers import FixedAnalyzer
 
 
 def _cfg(preset: str, run_dir, **over) -> TrainConfig:
