@@ -188,3 +188,30 @@ def test_sft_refuses_a_vision_language_model_in_one_line(tmp_path):
                       [f"run_dir={tmp_path / 'sft'}", "model.name=tiny-qwen2.5-vl", "torch_threads=1"])
     with pytest.raises(SeedRLError, match="does not take a vision-language model yet"):
         run_sft(cfg)
+
+
+@pytest.mark.slow
+def test_two_processes_with_images_compute_the_one_process_update(tmp_path):
+    """DDP over 2 processes (each plays its block of tasks with their images) gives the update of one
+    process that plays the same 2 blocks (``rollout_shards=2``), as for text envs."""
+    import socket
+
+    from seedrl.config import save_config
+    from tests.train.test_distributed import _launch, _max_diff, _weights
+
+    over = {"iterations": 1, "save_every": 1, "optim.micro_batch_size": 1}
+    ref_dir, run_dir = tmp_path / "ref", tmp_path / "ddp"
+    ref = Trainer(_cfg("configs/ezpoints_seed_tiny.yaml", ref_dir, **over), rollout_shards=2)
+    init = {k: v.detach().clone() for k, v in ref.model.state_dict().items()}
+    ref.train()
+    cfg = _cfg("configs/ezpoints_seed_tiny.yaml", run_dir, **over)
+    save_config(cfg, tmp_path / "ddp.yaml")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _launch(["-m", "seedrl.cli", "train", "--config", str(tmp_path / "ddp.yaml")], port, tmp_path)
+    from seedrl.models.vision import saved_to_model_keys
+
+    moved = _max_diff(init, saved_to_model_keys(_weights(ref_dir, 1), ref.model))
+    assert moved > 1e-4  # the update moved the weights by far more than the tolerance below
+    assert _max_diff(_weights(ref_dir, 1), _weights(run_dir, 1)) < 1e-5
