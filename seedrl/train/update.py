@@ -115,9 +115,13 @@ def replay_demonstrations(env_name: str, env_kwargs: dict[str, Any], *, tasks: i
 def replay_pool(cfg: TrainConfig, tokenizer) -> list[tuple[list[int], list[int]]]:
     """The demonstrations ``algo.replay_coef`` replays (:func:`replay_demonstrations`), tokenized as
     SFT tokenizes them."""
+    from seedrl.models.vision import processor_of
     from seedrl.train.sft import tokenize_pairs
 
     e, a = cfg.env, cfg.algo
+    if processor_of(tokenizer) is not None:  # the demonstrations are text: a VL policy would learn them blind
+        raise SeedRLError(f"algo.replay_coef > 0 replays text demonstrations, which carry no images; a "
+                          f"vision-language policy ({cfg.model.name}) does not take them yet: set algo.replay_coef=0")
     rows = replay_demonstrations(e.name, e.kwargs, tasks=a.replay_demo_tasks, max_steps=e.max_steps,
                                  history_length=e.history_length, noise=a.replay_demo_noise, seed=cfg.seed)
     if not rows:

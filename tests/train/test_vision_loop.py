@@ -215,3 +215,13 @@ def test_two_processes_with_images_compute_the_one_process_update(tmp_path):
     moved = _max_diff(init, saved_to_model_keys(_weights(ref_dir, 1), ref.model))
     assert moved > 1e-4  # the update moved the weights by far more than the tolerance below
     assert _max_diff(_weights(ref_dir, 1), _weights(run_dir, 1)) < 1e-5
+
+
+def test_replaying_text_demonstrations_to_a_vl_policy_is_refused_in_one_line(tmp_path):
+    from seedrl.errors import SeedRLError
+    from seedrl.models.loading import load_tokenizer
+    from seedrl.train.update import replay_pool
+
+    cfg = _cfg("configs/sokoban_visual_seed_tiny.yaml", tmp_path / "run", **{"algo.replay_coef": 0.1})
+    with pytest.raises(SeedRLError, match="replays text demonstrations, which carry no images"):
+        replay_pool(cfg, load_tokenizer("tiny-qwen2.5-vl"))
