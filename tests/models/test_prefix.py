@@ -340,3 +340,19 @@ def test_update_forward_repeated_prompts_without_a_shared_head(model, tiny_token
                            weights)
     assert (a[0] - c[0]).abs().max().item() <= TOL and (a[1] - c[1]).abs().max().item() <= TOL
     assert max((a[2][n] - c[2][n]).abs().max().item() for n in a[2]) <= TOL
+
+
+def test_zero_pads_clears_only_the_positions_the_mask_leaves_out():
+    """A NaN in a pad's cached state survives a zero attention weight (0 * NaN = NaN), so the prefix cache
+    zeroes pads; real positions pass through untouched, in every layer, keys and values alike."""
+    from seedrl.models.prefix import _zero_pads
+
+    mask = torch.tensor([[0, 0, 1], [1, 1, 1]])
+    k, v = torch.randn(2, 2, 3, 4), torch.randn(2, 2, 3, 4)
+    k[0, :, :2], v[0, :, :2] = float("nan"), float("inf")
+    out = _zero_pads([(k, v), (k + 1, v - 1)], mask)
+    assert len(out) == 2
+    for (ok, ov), (ik, iv) in zip(out, [(k, v), (k + 1, v - 1)]):
+        assert torch.isfinite(ok).all() and torch.isfinite(ov).all()
+        assert (ok[0, :, :2] == 0).all() and (ov[0, :, :2] == 0).all()
+        assert torch.equal(ok[0, :, 2:], ik[0, :, 2:]) and torch.equal(ov[1], iv[1])
