@@ -75,3 +75,16 @@ def test_a_vl_arch_refuses_a_text_preset_before_building_a_model(tmp_path, monke
     with pytest.raises(SystemExit):
         gc.main()
     assert not built and not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.slow
+def test_a_text_arch_still_plays_text_sokoban(tmp_path, monkeypatch):
+    out = tmp_path / "text.json"
+    monkeypatch.setattr(sys, "argv", [
+        "gpu_check.py", "--arch", "tiny", "--device", "cpu", "--preset", "configs/alfworld_seed.yaml",
+        "--iterations", "1", "--tasks", "1", "--group", "2", "--max-steps", "2", "--max-new-tokens", "8",
+        "--no-checkpoint", "--set", "torch_threads=1", "--set", "log.progress=false", "--out", str(out)])
+    gc.main()
+    result = json.loads(out.read_text())
+    assert result["env"] == "sokoban" and result["env_kwargs"] == {} and "vision_params_changed_frac" not in result
+    assert result["params_changed_frac"] > 0.5 and result["stage_s_per_iteration"][0]["rescore"] > 0
