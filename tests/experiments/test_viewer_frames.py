@@ -10,6 +10,7 @@ import json
 import re
 
 import numpy as np
+import pytest
 import torch
 
 from seedrl.envs.registry import make_env
@@ -125,3 +126,27 @@ def test_a_text_trace_page_has_no_frame_blocks(tmp_path):
     run = tmp_path / "run"
     write_trace(run, _trace(None))
     assert '<div class="frames"' not in render(run)
+
+
+@pytest.mark.slow
+def test_in_a_browser_the_frames_sit_in_their_steps_block_beside_the_tokens(tmp_path):
+    """Headless Chromium (skipped without it; CI has it): the script moves each frame block into its step,
+    in the same row as the step's response tokens."""
+    from tests.experiments.test_viewer import dump_dom
+
+    frames = _frames_of_a_real_env(2)
+    run = tmp_path / "run"
+    write_trace(run, _trace(frames))
+    from seedrl.experiments.viewer import write_view
+
+    dom = dump_dom(write_view(run), "#iter=all")
+    steps = re.findall(r'<div class="step">(.*?)(?=<div class="step">|$)', dom, re.S)
+    assert len(steps) == 2
+    for k, st in enumerate(steps):
+        assert f"step {k} " in st
+        m = re.search(r'<div class="sbody"><div class="frames" data-step="1/0/' + str(k) + r'">(<img [^>]*>)</div>'
+                      r'<div class="stext">.*?<div class="resp"><span class="tok shifted"', st, re.S)
+        assert m, st[:500]
+        src = re.search(r'src="data:image/png;base64,([^"]+)"', m.group(1)).group(1)
+        assert np.array_equal(_png_pixels(src), frames[k])
+    assert '<div id="frame-store" hidden=""></div>' in dom  # every block moved out of the store
