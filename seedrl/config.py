@@ -195,9 +195,11 @@ class SkillsConfig(_Strict):
     max_new_tokens: PosInt = 256
     max_prompt_tokens: PosInt = 4096
     #: the analyzer's prompt: ``seed`` (SEED's structure: instructions first, the episode last, steps
-    #: from 0, "Action valid" = the turn's format validity) or ``legacy`` (the prompt earlier Stage-1
+    #: from 0, "Action valid" = the turn's format validity), ``seed_visual`` (SEED's visual analysis: the
+    #: ``seed`` prompt with each step's image where it is marked, read by a vision-language self
+    #: analyzer) or ``legacy`` (the prompt earlier Stage-1
     #: data and the tiny CPU presets' models were trained on); ``seedrl/skills/prompts.py``
-    analysis_prompt: Literal["seed", "legacy"] = "seed"
+    analysis_prompt: Literal["seed", "legacy", "seed_visual"] = "seed"
     #: cap on each observation in the analysis prompt (characters, head kept); None = uncapped, as SEED
     max_obs_chars: PosInt | None = None
     #: a skill of fewer words is no skill (no teacher signal for its trajectory). SEED's API analyzer

@@ -6,7 +6,8 @@ a run, a comparison folder or a Stage-1 data file. It only reads files.
   response token coloured by the teacher - student log-prob shift (green: the skill-conditioned
   teacher prefers the sampled token, red: it does not; the numbers and the gate in the tooltip),
   the trajectory's skill (or the analyzer's raw answer and error) beside it, filterable by outcome,
-  task type and parse status; a "Lessons" section when :mod:`seedrl.experiments.lessons` exists;
+  task type and parse status; a step with images (a vision-language run: the trace's ``frames``) shows
+  its frames beside its tokens; a "Lessons" section when :mod:`seedrl.experiments.lessons` exists;
 - a **comparison folder** (``cells/*.json``): every cell's success curve per panel, the report, and
   where a cell's run folder is here, a few of its skills, cells side by side;
 - a **Stage-1 data file** (``seedrl analyze`` JSONL): each analysis' outcome, trajectory and target.
@@ -14,7 +15,10 @@ a run, a comparison folder or a Stage-1 data file. It only reads files.
 Filters can be set in the URL hash, e.g. ``view.html#outcome=failed&parse=parsed&iter=all``.
 Everything from the files is escaped: Python writes text through :func:`html.escape`, and the page's
 script builds the trajectories from an inline JSON block with ``textContent`` only (the JSON has
-``<``, ``>`` and ``&`` escaped, so no model output can close the script or inject markup).
+``<``, ``>`` and ``&`` escaped, so no model output can close the script or inject markup). Frames are
+written by Python as ``<img>`` with a ``data:image/png;base64`` source (only strings of the base64
+alphabet pass), one block per step keyed ``iteration/trajectory/step``, which the script moves into
+that step.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import base64
 import html
 import json
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +158,8 @@ background:#f7f7f7;padding:4px;max-height:220px;overflow:auto;margin:2px 0}
 .err{background:#fff1f0;border:1px solid #ffc9c4;padding:6px;border-radius:4px;white-space:pre-wrap}
 .cols{display:flex;gap:12px;align-items:flex-start}.cols>div{flex:1;min-width:0}
 .legend span{padding:0 6px;margin-right:6px}.muted{color:#777;font-size:12px}
+.sbody{display:flex;gap:10px;align-items:flex-start}.sbody>.stext{flex:1;min-width:0}
+.frames img{display:block;width:160px;max-width:40vw;image-rendering:pixelated;border:1px solid #ccc;margin:2px 0}
 """
 
 JS = r"""
@@ -162,6 +169,10 @@ const DATA = JSON.parse(document.getElementById('viewer-data').textContent);
 const STEP_BASE = DATA.step_base || 0;
 const el = (tag, cls, text) => { const n = document.createElement(tag); if (cls) n.className = cls;
   if (text !== undefined && text !== null) n.textContent = String(text); return n; };
+// each step's frames: a block Python wrote into #frame-store, keyed iteration/trajectory/step
+const FRAMES = new Map();
+for (const b of document.querySelectorAll('#frame-store .frames')) FRAMES.set(b.dataset.step, b);
+const frameBlock = (it, traj, step) => FRAMES.get(it + '/' + traj + '/' + step) || null;
 const fmt = v => (v === null || v === undefined) ? '-' : (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(3));
 function tokenSpan(tok, old, teacher, gate) {
   const s = el('span', 'tok', tok);
@@ -200,12 +211,17 @@ function renderTraj(it, t) {
               el('span', 'badge', s.action_valid ? 'valid' : 'invalid'),
               el('span', 'badge', s.format_valid ? 'format ok' : 'format broken'),
               el('span', 'badge', 'reward ' + s.reward), el('span', 'badge', 'adv ' + fmt(s.advantage)));
-    st.append(sh, el('div', 'obs', s.observation + (s.obs_chars > s.observation.length ? ' …' : '')));
+    const body = el('div', 'sbody'), text = el('div', 'stext');
+    const frames = frameBlock(it, t.traj_id, s.step);
+    if (frames) body.append(frames);  // the frames the policy saw, beside the step's tokens
+    text.append(el('div', 'obs', s.observation + (s.obs_chars > s.observation.length ? ' …' : '')));
     const resp = el('div', 'resp');
     for (let i = 0; i < s.tokens.length; i++)
       resp.append(tokenSpan(s.tokens[i], s.old_logp ? s.old_logp[i] : null,
                             s.teacher_logp ? s.teacher_logp[i] : null, s.gate ? s.gate[i] : null));
-    st.append(resp);
+    text.append(resp);
+    body.append(text);
+    st.append(sh, body);
     main.append(st);
   }
   if (t.steps_omitted) main.append(el('div', 'muted', t.steps_omitted + ' more steps left out (trace size cap)'));
@@ -334,6 +350,36 @@ def _table(header: list[str], rows: list[list[Any]], left: int = 1) -> str:
 
 
 # ------------------------------------------------------------------ run folder
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+def _frame_store(traces: list[dict[str, Any]]) -> str:
+    """Takes each traced step's ``frames`` out of ``traces`` (so the data block stays text) and returns the
+    hidden store of ``<img>`` blocks, one per step with frames, keyed ``iteration/trajectory/step``, that
+    the page's script moves into the step beside its tokens. A frame that is not a base64 string is
+    skipped (a file is never trusted to hold markup)."""
+    blocks = []
+    for tr in traces:
+        for t in tr.get("trajectories") or []:
+            for s in t.get("steps") or []:
+                frames = s.pop("frames", None) if isinstance(s, dict) else None
+                if not isinstance(frames, list):
+                    continue
+                stride = s.get("frames_stride") or []
+                imgs = []
+                for i, f in enumerate(frames):
+                    if not (isinstance(f, str) and _BASE64.fullmatch(f)):
+                        continue
+                    k = stride[i] if i < len(stride) and isinstance(stride[i], int) else 1
+                    label = f"frame {i + 1} of {len(frames)}" + (f" (every {k}th pixel)" if k > 1 else "")
+                    imgs.append(f'<img class="frame" alt="{e(label)}" title="{e(label)}" '
+                                f'src="data:image/png;base64,{f}">')
+                if imgs:
+                    key = f"{tr.get('iteration')}/{t.get('traj_id')}/{s.get('step')}"
+                    blocks.append(f'<div class="frames" data-step="{e(key)}">{"".join(imgs)}</div>')
+    return f'<div id="frame-store" hidden>{"".join(blocks)}</div>' if blocks else ""
+
+
 def _spread(items: list[Any], n: int) -> list[Any]:
     """At most ``n`` of ``items``, evenly spread, first and last kept."""
     if len(items) <= n:
@@ -422,13 +468,14 @@ def render_run(run_dir: Path, max_iterations: int = MAX_TRACE_ITERATIONS) -> str
             traces.append(json.loads(p.read_text(errors="replace")))
         except ValueError:
             log.warning("%s is not JSON; skipped", p)
+    frames = _frame_store(traces)
     base = step_base(run_dir)
     note = (f"{len(traces)} of {len(files)} traced iterations shown" if len(files) > len(traces)
             else f"{len(traces)} traced iterations") + f"; steps numbered from {base}, as the analysis prompt numbers them"
     if not files:
         note = "no traces in this run (log.trace_trajectories = 0, or a run from before traces)"
     parts.append(f'<h2 id="trajectories">Trajectories</h2><p class="muted">{e(note)}</p>' + LEGEND
-                 + _filters(("iter", "outcome", "type", "parse")) + '<div id="items"></div>' + lessons)
+                 + _filters(("iter", "outcome", "type", "parse")) + '<div id="items"></div>' + frames + lessons)
     nav = ('<p class="muted"><a href="#metrics">metrics</a> · <a href="#trajectories">trajectories</a>'
            + (' · <a href="#lessons-h">lessons</a>' if lessons else "") + "</p>")
     parts.insert(1, nav)

@@ -85,8 +85,9 @@ def builtin_names() -> list[str]:
     """Names that need no path or hub: the tiny models built from config and the pretrained models
     shipped in a PyPI package (:mod:`seedrl.models.packaged`)."""
     from seedrl.models.packaged import PACKAGED
+    from seedrl.models.vision import TINY_VL_CONFIGS
 
-    return [*TINY_CONFIGS, *PACKAGED]
+    return [*TINY_CONFIGS, *TINY_VL_CONFIGS, *PACKAGED]
 
 
 def resolve_model_name(name_or_path: str) -> str:
@@ -103,8 +104,9 @@ def check_model_source(name_or_path: str, trust_remote_code: bool = False) -> No
     while HF_HUB_OFFLINE=1 forbids downloading it, a packaged model whose package is missing, or a
     folder whose config needs its own Python code while ``trust_remote_code`` is off."""
     from seedrl.models.packaged import PACKAGED, package_file
+    from seedrl.models.vision import TINY_VL_CONFIGS
 
-    if name_or_path in TINY_CONFIGS:
+    if name_or_path in TINY_CONFIGS or name_or_path in TINY_VL_CONFIGS:
         return
     if name_or_path in PACKAGED:
         package_file(name_or_path)
@@ -218,8 +220,13 @@ def load_tokenizer(name_or_path: str, trust_remote_code: bool = False):
     from transformers import AutoTokenizer
 
     from seedrl.models.tokenizer import ASSET_DIR
+    from seedrl.models.vision import attach_processor, is_vision_model, load_processor
 
     check_model_source(name_or_path, trust_remote_code)
+    if is_vision_model(name_or_path):  # the processor's tokenizer, carrying its processor
+        proc = load_processor(name_or_path, trust_remote_code)
+        attach_processor(proc.tokenizer, proc)
+        return proc.tokenizer
     name_or_path = resolve_model_name(name_or_path)
     path = str(ASSET_DIR) if name_or_path in TINY_CONFIGS else str(Path(name_or_path).expanduser()) \
         if Path(name_or_path).expanduser().exists() else name_or_path
@@ -289,8 +296,18 @@ def load_model(
     """
     from transformers import AutoModelForCausalLM
 
+    from seedrl.models import vision
+
     torch_dtype = resolve_dtype(dtype)
-    if name_or_path in TINY_CONFIGS:
+    is_vl = vision.is_vision_model(name_or_path)
+    if name_or_path in vision.TINY_VL_CONFIGS:
+        tokenizer = tokenizer or load_tokenizer(name_or_path, trust_remote_code)
+        model = vision.build_tiny_vl(name_or_path, tokenizer, init_seed).to(dtype=torch_dtype)
+    elif is_vl:
+        check_model_source(name_or_path, trust_remote_code)
+        path = str(Path(name_or_path).expanduser()) if Path(name_or_path).expanduser().exists() else name_or_path
+        model = vision.load_pretrained_vl(path, torch_dtype, trust_remote_code)
+    elif name_or_path in TINY_CONFIGS:
         tokenizer = tokenizer or load_tokenizer(name_or_path, trust_remote_code)
         with torch.random.fork_rng(devices=[]):  # the init seed must not disturb the run's RNG
             torch.manual_seed(init_seed)
@@ -325,9 +342,12 @@ def load_model(
     if lora:
         from peft import LoraConfig, get_peft_model
 
-        cfg = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": "all-linear", **lora}
+        # a vision-language policy: the language model's projections only, never the vision tower
+        targets = vision.LANGUAGE_LORA_TARGETS if is_vl else "all-linear"
+        cfg = {"r": 8, "lora_alpha": 16, "lora_dropout": 0.0, "target_modules": targets, **lora}
         model = get_peft_model(model, LoraConfig(task_type="CAUSAL_LM", **cfg))
-    model.generation_config.pad_token_id = model.config.pad_token_id
+    model.generation_config.pad_token_id = getattr(model.config, "pad_token_id", None) or (
+        getattr(tokenizer, "pad_token_id", None) if tokenizer is not None else None)
     return model
 
 
@@ -379,5 +399,11 @@ def save_model(model, tokenizer, path: str | Path, state_dict: dict | None = Non
         copy.deepcopy(model).merge_and_unload().save_pretrained(str(path), safe_serialization=True)
     else:
         model.save_pretrained(str(path), safe_serialization=True)
-    tokenizer.save_pretrained(str(path))
+    from seedrl.models.vision import processor_of, save_processor
+
+    proc = processor_of(tokenizer)
+    if proc is not None:  # a vision-language policy: its image processor and chat template too
+        save_processor(proc, path)
+    else:
+        tokenizer.save_pretrained(str(path))
     write_portable_tokenizer_config(path)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -358,13 +359,16 @@ def shared_prefix_forward(model, prompts: Sequence[Sequence[int]], responses: Se
 
 def train_forward(model, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
                   device: torch.device | str, shared: bool, with_entropy: bool = False,
-                  bf16: bool = False) -> tuple[Packed, torch.Tensor, torch.Tensor | None]:
+                  bf16: bool = False, images: Sequence[Any] | None = None
+                  ) -> tuple[Packed, torch.Tensor, torch.Tensor | None]:
     """The forward of a gradient step (the update's micro-batch, its replay, SFT): ``pack(prompts,
     responses)`` and its log-probs ``[B, R]`` (and entropies), through :func:`shared_prefix_forward` when
     ``shared`` (``optim.shared_prefix`` / SFT's ``shared_prefix``), else
-    :func:`~seedrl.models.scoring.forward_logprobs`."""
-    b = pack(prompts, responses, pad_id, device)
-    if shared:
+    :func:`~seedrl.models.scoring.forward_logprobs`. ``images``: per row, its image inputs or ``None``;
+    a batch with images always takes the plain forward (placeholder tokens of different images agree, so
+    a shared token prefix is not a shared input)."""
+    b = pack(prompts, responses, pad_id, device, images)
+    if shared and not b.images:
         logp, ent = shared_prefix_forward(model, prompts, responses, pad_id, with_entropy, bf16, plain=b)
     else:
         logp, ent = forward_logprobs(model, b, with_entropy=with_entropy, bf16=bf16)

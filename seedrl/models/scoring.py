@@ -5,12 +5,18 @@ logits only for the last ``R + 1`` positions (``logits_to_keep``), R = longest r
 micro-batch. Position ids count real tokens only, as during generation, so the log-probs of a
 response are the same whatever padding its batch needed. Per-token tensors have shape [B, R],
 right-aligned; ``response_mask`` marks real response tokens — prompt tokens are never in it.
+
+A vision-language policy's rows may carry images (:class:`~seedrl.models.vision.ImageInputs`, the ones
+the generator saw): the batch then holds their ``pixel_values`` / ``image_grid_thw`` in row order and
+the forward takes the model's own 3-D multimodal positions of the left-padded rows
+(:func:`~seedrl.models.vision.mrope_positions`), as during generation.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -25,6 +31,8 @@ class Packed:
     position_ids: torch.Tensor  # [B, L]
     response_mask: torch.Tensor  # [B, R] float, 1 on response tokens
     resp_len: list[int]
+    #: the rows' image tensors for the forward (``pixel_values``, ``image_grid_thw``); {}: no images
+    images: dict[str, Any] = field(default_factory=dict)
 
     @property
     def width(self) -> int:
@@ -32,7 +40,8 @@ class Packed:
 
 
 def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
-         device: torch.device | str = "cpu") -> Packed:
+         device: torch.device | str = "cpu", images: Sequence[Any] | None = None) -> Packed:
+    """``images``: per row, its :class:`~seedrl.models.vision.ImageInputs` or ``None`` (no images)."""
     seqs = [list(p) + list(r) for p, r in zip(prompts, responses)]
     width = max(len(s) for s in seqs)
     R = max(1, max(len(r) for r in responses))
@@ -45,7 +54,12 @@ def pack(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], p
         if len(r):
             rmask[i, R - len(r):] = 1.0
     pos = (att.cumsum(-1) - 1).clamp(min=0)
-    return Packed(ids.to(device), att.to(device), pos.to(device), rmask.to(device), [len(r) for r in responses])
+    mm: dict[str, Any] = {}
+    if images is not None and any(x is not None for x in images):
+        from seedrl.models.vision import concat_images
+
+        mm = concat_images(images, device)
+    return Packed(ids.to(device), att.to(device), pos.to(device), rmask.to(device), [len(r) for r in responses], mm)
 
 
 def right_align(values: Sequence[torch.Tensor], width: int, device: torch.device | str = "cpu") -> torch.Tensor:
@@ -67,9 +81,15 @@ def response_logits(model, batch: Packed, bf16: bool = False) -> torch.Tensor:
     """Logits ``[B, R, V]`` of the positions that predict the ``R`` response tokens (position t
     predicts token t+1); ``bf16``: the forward runs under bf16 autocast."""
     R = batch.width
+    pos, extra = batch.position_ids, {}
+    if batch.images:  # a vision-language batch with images: the model's own multimodal positions
+        from seedrl.models.vision import mrope_positions
+
+        pos = mrope_positions(model, batch.input_ids, batch.attention_mask, batch.images["image_grid_thw"])
+        extra = batch.images
     with autocast(batch.input_ids.device, bf16):
         out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
-                    position_ids=batch.position_ids, logits_to_keep=R + 1, use_cache=False)
+                    position_ids=pos, logits_to_keep=R + 1, use_cache=False, **extra)
     return out.logits[:, :-1]
 
 
@@ -88,8 +108,10 @@ def forward_logprobs(model, batch: Packed, with_entropy: bool = False, bf16: boo
 
 @torch.no_grad()
 def batched_logprobs(model, prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], pad_id: int,
-                     micro_batch_size: int, bf16: bool = False) -> list[torch.Tensor]:
-    """Per-sample 1-D log-prob tensors of each response, computed in micro-batches without grad.
+                     micro_batch_size: int, bf16: bool = False, images: Sequence[Any] | None = None
+                     ) -> list[torch.Tensor]:
+    """Per-sample 1-D log-prob tensors of each response, computed in micro-batches without grad;
+    ``images``: per sample, its image inputs or ``None``.
 
     Samples are sorted by length so micro-batches waste little padding; results come back in input order.
     """
@@ -100,7 +122,8 @@ def batched_logprobs(model, prompts: Sequence[Sequence[int]], responses: Sequenc
     out: list[torch.Tensor | None] = [None] * len(prompts)
     for s in range(0, len(order), micro_batch_size):
         idx = order[s:s + micro_batch_size]
-        b = pack([prompts[i] for i in idx], [responses[i] for i in idx], pad_id, device)
+        b = pack([prompts[i] for i in idx], [responses[i] for i in idx], pad_id, device,
+                 None if images is None else [images[i] for i in idx])
         lp, _ = forward_logprobs(model, b, bf16=bf16)
         for i, v in zip(idx, unalign(lp, b.resp_len)):
             out[i] = v

@@ -40,8 +40,11 @@ class Generation:
 
 
 class GenerationBackend(Protocol):
-    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> list[Generation]:
-        """Sample one response per prompt; deterministic for a given ``seed`` on CPU."""
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int,
+                 images: list | None = None) -> list[Generation]:
+        """Sample one response per prompt; deterministic for a given ``seed`` on CPU. ``images``: per
+        prompt, its :class:`~seedrl.models.vision.ImageInputs` (placeholders already in the prompt's ids)
+        or ``None``; ``None`` for all: a text batch."""
 
     def sync_weights(self, model) -> None:
         """Make the next ``generate`` use ``model``'s current weights (the trainer calls it after
@@ -122,7 +125,8 @@ class HFBackend:
         return len(ids), "length"
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int) -> list[Generation]:
+    def generate(self, prompts: list[list[int]], params: SamplingParams, seed: int,
+                 images: list | None = None) -> list[Generation]:
         from transformers import (
             LogitsProcessorList,
             StoppingCriteria,
@@ -142,6 +146,8 @@ class HFBackend:
             attention[i, width - len(p):] = 1
         recorder = _RecordLogprobs() if params.logprobs else None
         processors = [recorder] if recorder is not None else []
+        if _is_vision(self.model):  # a vision token in a response would read as an image placeholder
+            processors.append(_Suppress(_vision_token_ids(self.model)))
         if not params.greedy:
             if params.temperature <= 0:
                 raise SeedRLError("temperature must be > 0 when sampling; set greedy for argmax decoding")
@@ -163,7 +169,17 @@ class HFBackend:
                     done[r] = any(s in self.text[r] for s in stop)
                 return done
 
-        cache = preallocated_cache(self.model, width + params.max_new_tokens) if self.preallocate else None
+        mm: dict = {}
+        if images is not None and any(x is not None for x in images):
+            from seedrl.models.vision import concat_images
+
+            mm = concat_images(images, device)
+            # which tokens are image placeholders: the model's multimodal positions read it
+            mm["mm_token_type_ids"] = (input_ids == self.model.config.image_token_id).long().to(device)
+        # a vision-language model keeps transformers' own cache (its multimodal positions carry a
+        # per-row offset the preallocated cache was not written for)
+        cache = (preallocated_cache(self.model, width + params.max_new_tokens)
+                 if self.preallocate and not _is_vision(self.model) else None)
         was_training = self.model.training
         self.model.eval()
         devices = [device] if device.type == "cuda" else []
@@ -182,7 +198,7 @@ class HFBackend:
                 return_dict_in_generate=True, **({cache_kwarg(self.model): cache} if cache is not None else {}),
                 # each process generates on its own: HF would otherwise step an FSDP-sharded model's
                 # processes in lockstep; seedrl gathers the full weights first (seedrl.train.fsdp)
-                synced_gpus=False,
+                synced_gpus=False, **mm,
             )
         if was_training:
             self.model.train()
@@ -196,6 +212,30 @@ class HFBackend:
             lp = logps[r, :n].tolist() if logps is not None else []
             results.append(Generation(ids, lp, self.tokenizer.decode(ids), reason))
         return results
+
+
+class _Suppress:
+    """Never sample ``ids`` (a VL model's image/video placeholders and vision brackets): a response holds
+    text only. Placed after the recorder, so the recorded log-probs are the policy's own, the ones scoring
+    recomputes (the mass it takes away is the policy's on tokens that cannot be a response's)."""
+
+    def __init__(self, ids: list[int]) -> None:
+        self.ids = ids
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        scores = scores.clone()
+        scores[:, [i for i in self.ids if i < scores.shape[-1]]] = float("-inf")
+        return scores
+
+
+def _vision_token_ids(model) -> list[int]:
+    cfg = model.config
+    return [int(v) for k in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
+            if (v := getattr(cfg, k, None)) is not None]
+
+
+def _is_vision(model) -> bool:
+    return getattr(getattr(model, "config", None), "vision_config", None) is not None
 
 
 BACKENDS = ("hf", "vllm")

@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from seedrl.agent.prompts import HistoryItem, build_step_prompt, step_messages
 from seedrl.envs.base import Env
@@ -64,12 +65,25 @@ class _Episode:
     instruction: str | None = None
     admissible: list[str] | None = None
     prompt_style: str = "seedrl"
+    #: the current observation's images (``[]``: a text observation)
+    images: list = field(default_factory=list)
 
 
 def encode_messages(tokenizer, messages: list[dict[str, str]]) -> list[int]:
     """Render with the chat template (generation prompt appended) and encode, no extra specials."""
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def encode_step(tokenizer, messages: list[dict[str, str]], images: Sequence = ()) -> tuple[list[int], Any]:
+    """A step prompt's ids and its image inputs: :func:`encode_messages` and ``None`` for a text
+    observation; with images, the policy's processor and chat template
+    (:func:`seedrl.models.vision.encode_chat`: placeholders expanded, pixel values computed once)."""
+    if not images:
+        return encode_messages(tokenizer, messages), None
+    from seedrl.models.vision import encode_chat
+
+    return encode_chat(tokenizer, messages, images)
 
 
 def _fault(what: str, outcome: Outcome, timeout: float) -> str:
@@ -136,7 +150,8 @@ def rollout(
         for i, out in resets.items():
             ep = episodes[i]
             if out.ok:
-                ep.obs, ep.traj.task_description, ep.instruction, ep.admissible, ep.prompt_style = out.value
+                (ep.obs, ep.traj.task_description, ep.instruction, ep.admissible, ep.prompt_style,
+                 ep.images) = out.value
             else:
                 _end_with_error(ep, _fault("reset", out, timeout))
         timings["env"] = timings.get("env", 0.0) + time.perf_counter() - t0
@@ -146,14 +161,18 @@ def rollout(
             if not live:
                 break
             t0 = time.perf_counter()
-            messages, prompts = [], []
+            messages, prompts, images = [], [], []
             for i in live:
-                msgs, ids = _fit_prompt(tokenizer, episodes[i], turn, settings, prompt_hook)
+                msgs, ids, mm = _fit_prompt(tokenizer, episodes[i], turn, settings, prompt_hook)
                 messages.append(msgs)
                 prompts.append(ids)
+                images.append(mm)
             timings["prompt"] = timings.get("prompt", 0.0) + time.perf_counter() - t0
             t0 = time.perf_counter()
-            gens = backend.generate(prompts, settings.sampling, seed=(seed * 1_000_003 + turn) % (2**62))
+            turn_seed = (seed * 1_000_003 + turn) % (2**62)
+            gens = (backend.generate(prompts, settings.sampling, seed=turn_seed, images=images)
+                    if any(x is not None for x in images) else
+                    backend.generate(prompts, settings.sampling, seed=turn_seed))
             timings["generate"] = timings.get("generate", 0.0) + time.perf_counter() - t0
 
             t0 = time.perf_counter()
@@ -161,7 +180,7 @@ def rollout(
             reads = executor.run({i: (env_read, (g.text,)) for i, g in zip(live, gens)}, deadline)
             acts = {i: r.value[0] for i, r in reads.items() if r.ok and r.value[0] is not None}
             steps = executor.run({i: (env_step, (a,)) for i, a in acts.items()}, deadline)
-            for i, msgs, ids, gen in zip(live, messages, prompts, gens):
+            for i, msgs, ids, mm, gen in zip(live, messages, prompts, images, gens):
                 ep, read = episodes[i], reads[i]
                 action, format_valid, format_error = read.value if read.ok else (None, False, None)
                 if format_error:
@@ -169,7 +188,7 @@ def rollout(
                 sample = StepSample(prompt_ids=ids, response_ids=gen.token_ids, logprobs=gen.logprobs,
                                     traj_id=ep.traj.traj_id, group_id=ep.traj.group_id, step=turn, reward=0.0,
                                     action_valid=False, messages=msgs, response_text=gen.text,
-                                    observation=ep.obs, action=action, format_valid=format_valid)
+                                    observation=ep.obs, action=action, format_valid=format_valid, images=mm)
                 ep.traj.steps.append(sample)
                 if not read.ok:
                     _end_with_error(ep, _fault("read", read, timeout))
@@ -181,7 +200,7 @@ def rollout(
                 if not step.ok:
                     _end_with_error(ep, _fault("step", step, timeout))
                     continue
-                obs, sample.reward, done, won, sample.action_valid, ep.admissible = step.value
+                obs, sample.reward, done, won, sample.action_valid, ep.admissible, ep.images = step.value
                 ep.history.append(HistoryItem(ep.obs, action))
                 ep.obs = obs
                 if won:
@@ -210,17 +229,23 @@ def rollout(
 
 
 def _fit_prompt(tokenizer, ep: _Episode, turn: int, s: RolloutSettings,
-                hook=None) -> tuple[list[dict[str, str]], list[int]]:
-    """The step prompt, dropping the oldest history pairs if it exceeds ``max_prompt_tokens``."""
+                hook=None) -> tuple[list[dict[str, str]], list[int], Any]:
+    """The step prompt (messages, ids, image inputs or None), dropping the oldest history pairs if it
+    exceeds ``max_prompt_tokens``. A prompt with images is never cut (a cut through its placeholders
+    would not match its pixels): it stays over the limit, with a warning."""
     for h in range(s.history_length, -1, -1):
         text = build_step_prompt(s.env_title, ep.traj.task_description, ep.obs,
                                  ep.history, turn, h, ep.admissible, ep.instruction, ep.prompt_style)
         msgs = step_messages(text)
         if hook is not None:
             msgs = hook(ep.traj.task_id, msgs)
-        ids = encode_messages(tokenizer, msgs)
+        ids, mm = encode_step(tokenizer, msgs, ep.images)
         if len(ids) <= s.max_prompt_tokens:
-            return msgs, ids
+            return msgs, ids, mm
+    if mm is not None:
+        log.warning("prompt of %d tokens (with images) exceeds max_prompt_tokens=%d even without history; "
+                    "kept whole", len(ids), s.max_prompt_tokens)
+        return msgs, ids, mm
     log.warning("prompt of %d tokens exceeds max_prompt_tokens=%d even without history; left-truncating",
                 len(ids), s.max_prompt_tokens)
-    return msgs, ids[-s.max_prompt_tokens:]
+    return msgs, ids[-s.max_prompt_tokens:], None

@@ -17,6 +17,10 @@ class StepSample:
     Two validity flags, one per invalid-action rule (``env.invalid_action``): ``action_valid`` =
     the env accepted the action (it parsed and was admissible), ``format_valid`` = the turn has the
     env's output format (verl-agent's rule, ``Env.format_valid``). :func:`penalized` picks one.
+
+    A vision-language policy's step on an env with images: ``images`` are the processor's tensors of
+    the observation's images (:class:`~seedrl.models.vision.ImageInputs`), the ones generation saw;
+    ``prompt_ids`` hold their placeholder tokens, ``messages`` the text alone. ``None``: a text step.
     """
 
     prompt_ids: list[int]
@@ -32,6 +36,12 @@ class StepSample:
     observation: str = ""
     action: str | None = None
     format_valid: bool = True
+    images: Any = None
+
+    @property
+    def image_digest(self) -> str:
+        """What tells apart two prompts with the same token ids (same-sized images): "" without images."""
+        return self.images.digest if self.images is not None else ""
 
 
 def penalized(sample: StepSample, rule: str) -> bool:

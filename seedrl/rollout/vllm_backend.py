@@ -221,10 +221,13 @@ class VLLMBackend:
             self._dir = None
 
     # ------------------------------------------------------------------ generation
-    def generate(self, prompts: list[list[int]], params, seed: int) -> list:
+    def generate(self, prompts: list[list[int]], params, seed: int, images: list | None = None) -> list:
         from vllm import SamplingParams as VSamplingParams
         from vllm.inputs import TokensPrompt
 
+        if images is not None and any(x is not None for x in images):
+            raise SeedRLError("the vllm backend does not take images yet; a vision-language policy rolls out "
+                              "with rollout.backend=hf")
         if not prompts:
             return []
         if self.llm is None:

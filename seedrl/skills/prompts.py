@@ -15,6 +15,11 @@ Two variants (config ``skills.analysis_prompt``):
   was parsable in the required action format), as verl-agent's flag is. A prompt over the analyzer's
   limit loses its oldest steps, never the instructions (:class:`~seedrl.skills.analyzers.self_analyzer.SelfAnalyzer`
   renders it again with ``first_step``).
+- ``seed_visual``, SEED's visual analysis (``_build_seed_visual_episode_analysis_prompt`` in
+  ``seed/analysis.py``, its Sokoban and EZPoints launchers' ``analysis_prompt_version``): the ``seed`` prompt
+  with each step's ``Observation:`` replaced by :data:`IMAGE_MARK`, where the analyzing vision-language
+  policy sees that step's observation image (its first; :func:`analysis_images`), and ``<image>`` in a
+  response written ``[image]``. A step without an image keeps its text (SEED refuses the episode).
 - ``legacy``, the prompt the tiny CPU presets' Stage-1 models were trained on, unchanged: the
   request *after* the trajectory (restating the task and the outcome, so left-truncation loses the
   oldest steps first), steps numbered from 1, ``Action valid`` = the env accepted the action
@@ -37,9 +42,12 @@ from seedrl.rollout.types import Trajectory
 TRUNCATION_MARK = " ...[truncated {n} chars]"
 
 #: the analysis prompt variants (config ``skills.analysis_prompt``); the first is the default
-ANALYSIS_PROMPTS = ("seed", "legacy")
+ANALYSIS_PROMPTS = ("seed", "legacy", "seed_visual")
 #: the number of a trajectory's first step in each variant's prompt (and in its ``step_skills``)
-STEP_BASE = {"seed": 0, "legacy": 1}
+STEP_BASE = {"seed": 0, "legacy": 1, "seed_visual": 0}
+#: where a ``seed_visual`` prompt shows a step's image (the analyzer puts the image there)
+IMAGE_MARK = "<image>"
+_SEED_VARIANTS = ("seed", "seed_visual")
 
 _INTRO = (
     "You are reviewing one finished episode of an agent acting in a text-based environment. "
@@ -120,6 +128,7 @@ _SEED_RULES = (
     "- Answer with exactly these top-level keys: {keys}."
 )
 
+
 _SEED_FORMAT = '{"episode_summary": "<string>", "episode_skill": "<string>"}'
 _SEED_FORMAT_STEPS = ('{"episode_summary": "<string>", "episode_skill": "<string>", '
                       '"step_skills": [{"step": <step number>, "skill": "<one imperative sentence>"}]}')
@@ -177,13 +186,17 @@ def render_trajectory(traj: Trajectory, max_obs_chars: int | None = None, varian
     for i, step in enumerate(traj.steps):
         if i < first_step:
             continue
-        obs = step.observation if step.observation else "(empty)"
-        valid = step.format_valid if variant == "seed" else step.action_valid
+        obs = _cap(step.observation if step.observation else "(empty)", max_obs_chars)
+        valid = step.format_valid if variant in _SEED_VARIANTS else step.action_valid
+        response = step.response_text
+        if variant == "seed_visual":  # the step's image stands for its observation; no placeholder elsewhere
+            obs = IMAGE_MARK if _n_images(step) else obs.replace(IMAGE_MARK, "[image]")
+            response = response.replace(IMAGE_MARK, "[image]")
         lines += [
             "",
             f"Step {i + base}",
-            f"Observation: {_cap(obs, max_obs_chars)}",
-            f"Response: {step.response_text}",
+            f"Observation: {obs}",
+            f"Response: {response}",
             f"Action valid: {'true' if valid else 'false'}",
         ]
     if not traj.steps:
@@ -198,7 +211,7 @@ def analysis_prompt(traj: Trajectory, max_obs_chars: int | None = None, step_ski
     :func:`render_trajectory`)."""
     _check_variant(variant)
     episode = render_trajectory(traj, max_obs_chars, variant, first_step)
-    if variant == "seed":
+    if variant in _SEED_VARIANTS:
         fields = [_SEED_SUMMARY_FIELD, _SEED_SUCCESS_FIELD if traj.won else _SEED_FAILURE_FIELD]
         keys = "episode_summary, episode_skill"
         if step_skills:
@@ -226,6 +239,18 @@ def analysis_prompt(traj: Trajectory, max_obs_chars: int | None = None, step_ski
     else:
         parts.append(_FORMAT_RULES)
     return "\n\n".join(parts)
+
+
+def _n_images(step) -> int:
+    images = getattr(step, "images", None)
+    return len(images.raw) if images is not None else 0
+
+
+def analysis_images(traj: Trajectory, first_step: int = 0) -> list:
+    """The images a ``seed_visual`` prompt of ``traj`` shows, in order (one :data:`IMAGE_MARK` each): the
+    observation image (the first) of every kept step that has one (``first_step``: as
+    :func:`render_trajectory`)."""
+    return [s.images.raw[0] for i, s in enumerate(traj.steps) if i >= first_step and _n_images(s)]
 
 
 def analysis_messages(traj: Trajectory, max_obs_chars: int | None = None, step_skills: bool = False,

@@ -493,6 +493,11 @@ def _apply(ckpt: Path, model, optimizer, scheduler, sd, blob) -> None:
     """Restore ``ckpt``'s weights, optimizer, scheduler and RNG (a sharded model: every rank loads
     the full checkpoint into its shards, see :mod:`seedrl.train.fsdp`)."""
     sharded = fsdp.is_sharded(model)
+    if not (ckpt / "trainable.safetensors").exists():
+        from seedrl.models.vision import is_vision_policy, saved_to_model_keys
+
+        if is_vision_policy(model):  # save_pretrained wrote the hub layout of a VL model's names
+            sd = saved_to_model_keys(sd, model)
     own = model.state_dict()  # a sharded model's DTensors report their full shapes
     wrong = [(k, tuple(v.shape), tuple(own[k].shape)) for k, v in sd.items()
              if k in own and tuple(v.shape) != tuple(own[k].shape)]

@@ -57,9 +57,9 @@ def gradient_shares(adv: torch.Tensor, old_logp: list[torch.Tensor], decision: l
 
 
 def _light_sample(s: StepSample) -> StepSample:
-    """``s`` without its prompt (ids, messages, observation): what the metrics of a batch read,
+    """``s`` without its prompt (ids, messages, observation, images): what the metrics of a batch read,
     cheap to send to the other processes."""
-    return replace(s, prompt_ids=[], messages=[], observation="")
+    return replace(s, prompt_ids=[], messages=[], observation="", images=None)
 
 
 def _light(trajs: list[Trajectory]) -> list[Trajectory]:

@@ -36,10 +36,10 @@ log = logging.getLogger(__name__)
 def unique_pairs(samples: list[StepSample]) -> tuple[list[int], list[int]]:
     """``(where, unique)``: ``unique`` the index of the first sample of each distinct (prompt ids,
     response ids) pair, ``where[i]`` the position in ``unique`` of sample ``i``'s pair."""
-    first: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+    first: dict[tuple, int] = {}
     where, unique = [], []
-    for i, s in enumerate(samples):
-        key = (tuple(s.prompt_ids), tuple(s.response_ids))
+    for i, s in enumerate(samples):  # with images, their digest too: same-sized images share placeholder ids
+        key = (tuple(s.prompt_ids), tuple(s.response_ids), s.image_digest)
         if key not in first:
             first[key] = len(unique)
             unique.append(i)
@@ -84,13 +84,20 @@ class Scorer:
         (``optim.dedupe``; the same values up to the float rounding of another batch shape)."""
         where, unique = (unique_pairs(samples) if self.cfg.optim.dedupe
                          else (list(range(len(samples))), list(range(len(samples)))))
-        scored = self.score(model, [samples[i].prompt_ids for i in unique], [samples[i].response_ids for i in unique])
+        scored = self.score(model, [samples[i].prompt_ids for i in unique], [samples[i].response_ids for i in unique],
+                            [samples[i].images for i in unique])
         return [scored[j] for j in where]
 
-    def score(self, model, prompts: list[list[int]], responses: list[list[int]]) -> list[torch.Tensor]:
+    def score(self, model, prompts: list[list[int]], responses: list[list[int]],
+              images: list | None = None) -> list[torch.Tensor]:
         """Per-sample response log-probs of (prompt, response) token ids under ``model``, without grad:
         each shared prompt prefix computed once with ``optim.shared_prefix``
-        (:func:`~seedrl.models.prefix.shared_prefix_logprobs`), else :func:`batched_logprobs`."""
+        (:func:`~seedrl.models.prefix.shared_prefix_logprobs`), else :func:`batched_logprobs`.
+        ``images``: per sample, the image inputs its generation saw (or ``None``); a batch with images is
+        scored by :func:`batched_logprobs` (placeholders of different images share token ids)."""
+        if images is not None and any(x is not None for x in images):
+            return batched_logprobs(model, prompts, responses, self.tokenizer.pad_token_id,
+                                    self.cfg.optim.micro_batch_size, bf16=self.precision.bf16, images=images)
         fn = shared_prefix_logprobs if self.cfg.optim.shared_prefix else batched_logprobs
         return fn(model, prompts, responses, self.tokenizer.pad_token_id, self.cfg.optim.micro_batch_size,
                   bf16=self.precision.bf16)
@@ -132,7 +139,8 @@ class Scorer:
         if idx:
             prompts = [self.teacher_prompt_ids(samples[i], skills[samples[i].traj_id],
                                                routed_step_skill(samples[i], skills, step_skills)) for i in idx]
-            scored = self.score(self.model, prompts, [samples[i].response_ids for i in idx])
+            scored = self.score(self.model, prompts, [samples[i].response_ids for i in idx],
+                                [samples[i].images for i in idx])  # the same images as the student's
             for i, lp in zip(idx, scored):
                 teacher[i] = lp
                 signal[i] = 1.0
@@ -163,7 +171,7 @@ class Scorer:
         """The teacher prompt of one step sample, as the method places the skill
         (:mod:`seedrl.methods.teacher`), left-truncated to ``rollout.max_prompt_tokens``."""
         return teacher_prompt_ids(self.method.spec.placement, self.tokenizer, sample.messages, skill,
-                                  self.cfg.rollout.max_prompt_tokens, step_skill)
+                                  self.cfg.rollout.max_prompt_tokens, step_skill, images=sample.images)
 
     def returns(self, trajs: list[Trajectory]) -> torch.Tensor:
         """``[M]`` the return of each episode that the advantages normalise (and dynamic sampling's

@@ -381,6 +381,11 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     m, e = cfg.model, cfg.env
     policy = build_policy(m, what="SFT model")
     tok, model, bf16 = policy.tokenizer, policy.model, policy.precision.bf16
+    from seedrl.models.vision import processor_of
+
+    if processor_of(tok) is not None:  # its rows are text: they would teach a VL policy without its images
+        raise SeedRLError(f"seedrl sft does not take a vision-language model yet ({m.name}): its demonstrations "
+                          f"and data rows carry no images; train it with seedrl train (RL), which does")
     t0 = time.perf_counter()
     def demos(n: int) -> tuple[list[dict[str, Any]], str]:
         panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)

@@ -7,17 +7,23 @@ advantage, and per response token the student log-prob (``old_logp``: the rollou
 the trainer's recomputation), the teacher log-prob (the same weights with the skill in the prompt)
 and the gate ``sigmoid(beta * (teacher - old))`` of a gated signal (SEED's OPD; at the first PPO
 step the student log-prob is ``old_logp``, so this is the gate the update starts from). The
-trajectory carries its skill, or the analyzer's raw answer and parse error.
+trajectory carries its skill, or the analyzer's raw answer and parse error. A step whose prompt had
+images (a vision-language policy on an env with images: ``StepSample.images.raw``) also records
+``frames``: each image as a base64 PNG, lossless; a frame whose longer side exceeds
+:data:`MAX_FRAME_SIDE` pixels is downscaled by keeping every k-th row and column (the smallest
+integer k that fits; ``frames_stride`` says k). A text step has no ``frames`` key.
 
 :func:`write_trace` writes ``run_dir/traces/iter_XXXXXX.json`` (atomically, fsynced: it belongs to
 the iteration's rows, written before its checkpoint); the file never exceeds
-``log.trace_max_bytes`` (steps past the budget are dropped and counted in ``steps_omitted``).
+``log.trace_max_bytes``, frames included (steps past the budget are dropped and counted in ``steps_omitted``).
 :func:`cut_traces` removes traces of iterations past a resumed checkpoint. Several processes: rank 0
 writes the traces of its own trajectories only (its block of the batch's tasks).
 """
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 import math
 import os
@@ -37,6 +43,8 @@ TRACE_FORMAT = 1
 #: characters kept of an observation, of an analyzer's raw answer and of a skill
 MAX_OBS_CHARS = 3000
 MAX_RAW_CHARS = 2000
+#: pixels a traced frame keeps along its longer side; a larger frame is subsampled (every k-th row and column)
+MAX_FRAME_SIDE = 512
 _NAME = re.compile(r"^iter_(\d{6,})\.json$")
 
 
@@ -92,6 +100,33 @@ def _r(x: float) -> float | None:
     return round(float(x), 4) + 0.0 if math.isfinite(float(x)) else None  # + 0.0: no "-0.0"
 
 
+def frame_png(image: Any) -> tuple[str, int]:
+    """``image`` (uint8 ``H x W x 3``) as a base64 PNG (lossless) and the stride it was subsampled by: 1
+    unless its longer side exceeds :data:`MAX_FRAME_SIDE`."""
+    import numpy as np
+    from PIL import Image
+
+    a = np.asarray(image, dtype=np.uint8)
+    k = max(1, math.ceil(max(a.shape[:2]) / MAX_FRAME_SIDE))
+    if k > 1:
+        a = a[::k, ::k]
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(a), "RGB").save(buf, format="PNG")
+    return base64.b64encode(buf.getvalue()).decode("ascii"), k
+
+
+def _frames(s: StepSample) -> dict[str, Any]:
+    """``{"frames": [...]}`` (and ``frames_stride`` where a frame was subsampled) of a step with images; {}."""
+    raw = getattr(s.images, "raw", None) if s.images is not None else None
+    if not raw:
+        return {}
+    encoded = [frame_png(im) for im in raw]
+    out: dict[str, Any] = {"frames": [b for b, _ in encoded]}
+    if any(k > 1 for _, k in encoded):
+        out["frames_stride"] = [k for _, k in encoded]
+    return out
+
+
 def _step_record(s: StepSample, tokens: list[str], old: torch.Tensor | None, teacher: torch.Tensor | None,
                  gate_beta: float | None, adv: float | None) -> dict[str, Any]:
     rec: dict[str, Any] = {
@@ -101,7 +136,7 @@ def _step_record(s: StepSample, tokens: list[str], old: torch.Tensor | None, tea
         "ids": list(s.response_ids), "tokens": tokens,
         "old_logp": None if old is None else [_r(v) for v in old.tolist()],
         "teacher_logp": None, "gate": None,
-    }
+    } | _frames(s)
     if teacher is not None and old is not None:
         rec["teacher_logp"] = [_r(v) for v in teacher.tolist()]
         if gate_beta is not None:

@@ -51,14 +51,16 @@ class UpdateBatch:
 
 def sample_keys(batch: UpdateBatch) -> list[tuple]:
     """One key per sample of ``batch``; two samples share a key iff every input of their loss terms is
-    equal: prompt and response ids, advantage, old, reference and teacher log-probs and the signal
-    flag (so two samples scored in different batch positions, a float apart, never merge)."""
+    equal: prompt and response ids (and images: their digest), advantage, old, reference and teacher
+    log-probs and the signal flag (so two samples scored in different batch positions, a float apart,
+    never merge)."""
     def vals(xs: list[torch.Tensor] | None, i: int) -> bytes:
         return b"" if xs is None else xs[i].detach().cpu().numpy().tobytes()
 
     return [(tuple(s.prompt_ids), tuple(s.response_ids), float(batch.adv[i]), vals(batch.old_logp, i),
              vals(batch.ref_logp, i), vals(batch.teacher_logp, i),
-             None if batch.signal is None else float(batch.signal[i])) for i, s in enumerate(batch.samples)]
+             None if batch.signal is None else float(batch.signal[i]), s.image_digest)
+            for i, s in enumerate(batch.samples)]
 
 
 def merge_duplicates(idx: list[int], keys: list[tuple]) -> tuple[list[int], list[int]]:
@@ -113,9 +115,13 @@ def replay_demonstrations(env_name: str, env_kwargs: dict[str, Any], *, tasks: i
 def replay_pool(cfg: TrainConfig, tokenizer) -> list[tuple[list[int], list[int]]]:
     """The demonstrations ``algo.replay_coef`` replays (:func:`replay_demonstrations`), tokenized as
     SFT tokenizes them."""
+    from seedrl.models.vision import processor_of
     from seedrl.train.sft import tokenize_pairs
 
     e, a = cfg.env, cfg.algo
+    if processor_of(tokenizer) is not None:  # the demonstrations are text: a VL policy would learn them blind
+        raise SeedRLError(f"algo.replay_coef > 0 replays text demonstrations, which carry no images; a "
+                          f"vision-language policy ({cfg.model.name}) does not take them yet: set algo.replay_coef=0")
     rows = replay_demonstrations(e.name, e.kwargs, tasks=a.replay_demo_tasks, max_steps=e.max_steps,
                                  history_length=e.history_length, noise=a.replay_demo_noise, seed=cfg.seed)
     if not rows:
@@ -382,7 +388,8 @@ class Updater:
         samples = batch.samples
         b, logp, ent = train_forward(self._trained, [samples[i].prompt_ids for i in mi],
                                      [samples[i].response_ids for i in mi], self.tokenizer.pad_token_id, self.device,
-                                     self.share_prefix, with_entropy=c.entropy_coef > 0, bf16=self.precision.bf16)
+                                     self.share_prefix, with_entropy=c.entropy_coef > 0, bf16=self.precision.bf16,
+                                     images=[samples[i].images for i in mi])
         unit = b.response_mask
         # the aggregation mask: a merged sample counts as often as the samples it stands for
         mask = unit if weights is None else unit * torch.tensor(weights, dtype=unit.dtype, device=self.device)[:, None]

@@ -70,11 +70,16 @@ class EnvExecutor(Protocol):
 
 
 # -- the calls the rollout sends (module level: picklable by reference) --------------------------
-def env_reset(env: Env, task_id: str) -> tuple[str, str, str | None, list[str] | None, str]:
+def env_reset(env: Env, task_id: str) -> tuple[str, str, str | None, list[str] | None, str, list]:
     """Start the episode: first observation, task description, instruction, admissible actions,
-    step-prompt style."""
+    step-prompt style, the observation's images (``[]`` for a text env)."""
     obs = env.reset(task_id)
-    return obs, env.task_description, env.instruction, env.admissible_actions(), env.prompt_style
+    return (obs, env.task_description, env.instruction, env.admissible_actions(), env.prompt_style,
+            _images(env))
+
+
+def _images(env: Env) -> list:
+    return list(env.observation_images()) if getattr(env, "returns_images", False) else []
 
 
 def env_read(env: Env, text: str) -> tuple[str | None, bool, str | None]:
@@ -87,13 +92,13 @@ def env_read(env: Env, text: str) -> tuple[str | None, bool, str | None]:
         return action, False, f"{type(exc).__name__}: {exc}"
 
 
-def env_step(env: Env, action: str) -> tuple[str, float, bool, bool, bool, list[str] | None]:
+def env_step(env: Env, action: str) -> tuple[str, float, bool, bool, bool, list[str] | None, list]:
     """Apply ``action``: (observation, reward, done, won, action valid, admissible actions for the next
-    prompt: ``None`` once done)."""
+    prompt: ``None`` once done, the observation's images: ``[]`` for a text env)."""
     obs, reward, done, info = env.step(action)
     done = bool(done)
     return (obs, float(reward), done, bool(info.get("won")), bool(info.get("action_valid", True)),
-            None if done else env.admissible_actions())
+            None if done else env.admissible_actions(), _images(env))
 
 
 def env_privileged_state(env: Env) -> dict[str, Any]:

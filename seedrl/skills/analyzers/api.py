@@ -96,8 +96,9 @@ class APIAnalyzer:
             raise SeedRLError(f"api analyzer: max_obs_chars must be an integer >= 1 or None, got {max_obs_chars!r}")
         from seedrl.skills.prompts import ANALYSIS_PROMPTS
 
-        if analysis_prompt not in ANALYSIS_PROMPTS:
-            raise SeedRLError(f"api analyzer: analysis_prompt must be one of {', '.join(ANALYSIS_PROMPTS)}, "
+        text_prompts = [p for p in ANALYSIS_PROMPTS if p != "seed_visual"]  # it sends text, never images
+        if analysis_prompt not in text_prompts:
+            raise SeedRLError(f"api analyzer: analysis_prompt must be one of {', '.join(text_prompts)}, "
                               f"got {analysis_prompt!r}")
         if api_key_env is not None and not isinstance(api_key_env, str):
             raise SeedRLError(f"api analyzer: api_key_env must be an environment variable name, got {api_key_env!r}")

@@ -12,6 +12,10 @@ the long analysis answers.
 A prompt over ``max_prompt_tokens``: the ``seed`` prompt (instructions first, the episode last) is
 rendered again without its oldest steps, as few as fit, so the instructions are never cut; the
 ``legacy`` prompt (the request last) keeps its last ``max_prompt_tokens`` tokens, as it always did.
+
+``seed_visual`` (a vision-language policy on an env with images): the policy reads each step's image
+where the prompt marks it, through its processor (:func:`seedrl.models.vision.encode_chat`); a prompt
+over the limit loses its oldest steps with their images, never a part of one.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from seedrl.rollout.runner import encode_messages
 from seedrl.rollout.types import Trajectory
 from seedrl.skills.analyzers.base import AnalysisResult
 from seedrl.skills.parsing import parse_skill
-from seedrl.skills.prompts import STEP_BASE, analysis_messages
+from seedrl.skills.prompts import IMAGE_MARK, STEP_BASE, analysis_images, analysis_messages
 
 
 def _device_type(backend: GenerationBackend) -> str:
@@ -57,36 +61,57 @@ class SelfAnalyzer:
         return analysis_messages(t, self.max_obs_chars, self.step_skills, self.max_step_skills,
                                  variant=self.analysis_prompt, first_step=first_step)
 
+    def _encode(self, t: Trajectory, first_step: int = 0):
+        """(ids, image inputs or None) of the analysis prompt of ``t`` from ``first_step`` on."""
+        messages = self._messages(t, first_step)
+        images = analysis_images(t, first_step) if self.analysis_prompt == "seed_visual" else []
+        if not images:
+            return encode_messages(self.tokenizer, messages), None
+        from seedrl.models.vision import encode_text_with_images, require_processor, with_image_marks
+
+        proc = require_processor(self.tokenizer)
+        text = proc.apply_chat_template(with_image_marks(messages, IMAGE_MARK), tokenize=False,
+                                        add_generation_prompt=True)
+        return encode_text_with_images(self.tokenizer, text, images)
+
     def prompt_ids(self, t: Trajectory) -> list[int]:
         """The analysis prompt of ``t`` as token ids, within ``max_prompt_tokens`` (module docstring)."""
-        limit = self.max_prompt_tokens
-        ids = encode_messages(self.tokenizer, self._messages(t))
-        if len(ids) <= limit or self.analysis_prompt == "legacy":
-            return ids[-limit:]
-        fits: dict[int, list[int] | None] = {}
+        return self.prompt_inputs(t)[0]
 
-        def fit(k: int) -> list[int] | None:
+    def prompt_inputs(self, t: Trajectory):
+        """The analysis prompt of ``t`` as (token ids, image inputs or None), within ``max_prompt_tokens``
+        (module docstring); a prompt with images is never cut inside (only whole steps are left out)."""
+        limit = self.max_prompt_tokens
+        ids, mm = self._encode(t)
+        if len(ids) <= limit or self.analysis_prompt == "legacy":
+            return (ids[-limit:], None) if mm is None else (ids, mm)
+        fits: dict[int, tuple | None] = {}
+
+        def fit(k: int):
             if k not in fits:
-                p = encode_messages(self.tokenizer, self._messages(t, first_step=k))
-                fits[k] = p if len(p) <= limit else None
+                p = self._encode(t, first_step=k)
+                fits[k] = p if len(p[0]) <= limit else None
             return fits[k]
 
+        whole = (ids[-limit:], None) if mm is None else (ids, mm)
         lo, hi = 1, len(t.steps)
         if not t.steps or fit(hi) is None:
-            return ids[-limit:]  # even the instructions alone are over the limit
+            return whole  # even the instructions alone are over the limit
         while lo < hi:  # the fewest left-out steps that fit
             mid = (lo + hi) // 2
             if fit(mid) is not None:
                 hi = mid
             else:
                 lo = mid + 1
-        return fit(lo) or fit(len(t.steps)) or ids[-limit:]
+        return fit(lo) or fit(len(t.steps)) or whole
 
     def analyze(self, trajectories: list[Trajectory]) -> list[AnalysisResult]:
         keep_steps = self.max_step_skills if self.step_skills else 0
-        prompts = [self.prompt_ids(t) for t in trajectories]
+        inputs = [self.prompt_inputs(t) for t in trajectories]
+        prompts = [p for p, _ in inputs]
+        images = [mm for _, mm in inputs]
         results: list[AnalysisResult] = []
-        for t, p, g in zip(trajectories, prompts, self.generate(prompts)):
+        for t, p, g in zip(trajectories, prompts, self.generate(prompts, images)):
             parsed = parse_skill(g.text, self.min_words, max_step_skills=keep_steps,
                                  step_base=STEP_BASE[self.analysis_prompt])
             steps = {i: s for i, s in parsed.step_skills.items() if i < len(t.steps)}
@@ -101,8 +126,9 @@ class SelfAnalyzer:
         prompts = [encode_messages(self.tokenizer, m)[-self.max_prompt_tokens:] for m in messages]
         return list(zip(prompts, self.generate(prompts)))
 
-    def generate(self, prompts: list[list[int]]) -> list[Generation]:
-        """The greedy answers to analysis prompts given as token ids."""
+    def generate(self, prompts: list[list[int]], images: list | None = None) -> list[Generation]:
+        """The greedy answers to analysis prompts given as token ids (``images``: per prompt, its image
+        inputs or ``None``)."""
         # The skill JSON ends with '"}' (with step skills: ']}'): stopping there saves generating to
         # max_new_tokens when the model does not emit EOS (a Stage-1 SFT target ends at the closing
         # brace). '"}' would cut a step_skills list after its first entry, hence the other stop.
@@ -111,6 +137,10 @@ class SelfAnalyzer:
                                 stop=[']}'] if self.step_skills else ['"}'], logprobs=False)
         gens: list[Generation] = []
         for start in range(0, len(prompts), self.batch_size):
+            chunk = slice(start, start + self.batch_size)
             with self._precision():
-                gens += self.backend.generate(prompts[start:start + self.batch_size], params, seed=self.seed)
+                if images is not None and any(x is not None for x in images[chunk]):
+                    gens += self.backend.generate(prompts[chunk], params, seed=self.seed, images=images[chunk])
+                else:
+                    gens += self.backend.generate(prompts[chunk], params, seed=self.seed)
         return gens
