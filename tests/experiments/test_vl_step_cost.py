@@ -16,5 +16,5 @@ def test_per_step_divides_each_stages_seconds_by_the_step_samples_of_all_rows():
     out = vc.per_step(rows)
     assert out["rollout"] == pytest.approx(0.2) and out["update"] == pytest.approx(0.1)
     assert out["analysis"] == pytest.approx(0.1) and out["old_logp"] == 0.0
-    assert out["total"] == pytest.approx(0.4)  # evaluation is not a training stage
+    assert out["total"] == pytest.approx(0.4)  # evaluation is not a stage of the table
     assert out["samples"] == 40
