@@ -25,8 +25,10 @@ EVAL_EVERY=${EVAL_EVERY:-1}  # iterations between evaluations (and the last one)
 export SETS=${SETS:-}
 read -r -a sets <<< "$SETS"
 METHODS=${METHODS:-"grpo seed+self seed+oracle seed_nogate+self sdar grpo_opsd"}
+SEEDRL=${SEEDRL:-.venv/bin/seedrl}  # the seedrl command (a test replaces it with a recorder)
+export SEEDRL
 compare() {
-  .venv/bin/seedrl compare --config configs/household_grpo.yaml --budget-episodes "$BUDGET" --eval-every "$EVAL_EVERY" \
+  "$SEEDRL" compare --config configs/household_grpo.yaml --budget-episodes "$BUDGET" --eval-every "$EVAL_EVERY" \
     --out "$OUT" --runs-dir "runs/compare/$(basename "$OUT")" --split valid_seen --split valid_unseen \
     --efficiency-split valid_seen --set "model.name=$START" --set torch_threads=1 \
     --set "rollout.tasks_per_batch=$GAMES" --set rollout.group_size=4 --set optim.lr=1e-4 --set optim.ppo_epochs=2 \
