@@ -1,4 +1,5 @@
-"""benchmarks/paired_contrast.py: per-seed differences read from the right split and iteration, and the bootstrap."""
+"""benchmarks/paired_contrast.py: per-seed differences read from the right split and iteration, and both
+intervals from seedrl.experiments.stats (the seeds x tasks one from each evaluation's per-task outcomes)."""
 
 import importlib.util
 import json
@@ -6,37 +7,49 @@ from pathlib import Path
 
 import pytest
 
+from seedrl.experiments.stats import paired_task_bootstrap
+
 _SPEC = importlib.util.spec_from_file_location(
     "paired_contrast", Path(__file__).parents[2] / "benchmarks" / "paired_contrast.py")
 pc = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(pc)
 
 
-def _cell(runs: Path, name: str, rows: list[tuple[int, str, float]]) -> None:
-    (runs / name).mkdir(parents=True)
-    (runs / name / "eval.jsonl").write_text(
-        "".join(json.dumps({"iteration": i, "split": s, "success_rate": v}) + "\n" for i, s, v in rows))
+def _cell(runs: Path, name: str, rows: list[tuple[int, str, str]]) -> None:
+    """rows: (iteration, split, per-task outcomes as a 0/1 string); success is their mean."""
+    (runs / name / "eval").mkdir(parents=True)
+    for i, s, won in rows:
+        (runs / name / "eval" / f"iter_{i:06d}_{s}.json").write_text(
+            json.dumps({"tasks": [{"won": c == "1"} for c in won]}))
+    (runs / name / "eval.jsonl").write_text("".join(
+        json.dumps({"iteration": i, "split": s, "success_rate": won.count("1") / len(won)}) + "\n"
+        for i, s, won in rows))
 
 
-def test_paired_diffs_take_each_seeds_split_at_the_asked_iteration(tmp_path):
+def test_contrast_takes_each_seeds_split_at_the_asked_iteration(tmp_path):
     # rows out of order, and another split with other values: only the asked split and iteration count
-    _cell(tmp_path, "a-seed3", [(8, "valid_seen", 0.50), (0, "valid_seen", 0.25), (4, "valid_seen", 0.40),
-                                (8, "valid_unseen", 0.90)])
-    _cell(tmp_path, "b-seed3", [(0, "valid_seen", 0.25), (4, "valid_seen", 0.30), (8, "valid_seen", 0.35),
-                                (8, "valid_unseen", 0.10)])
-    _cell(tmp_path, "a-seed4", [(0, "valid_seen", 0.20), (8, "valid_seen", 0.20), (4, "valid_seen", 0.60)])
-    _cell(tmp_path, "b-seed4", [(0, "valid_seen", 0.20), (4, "valid_seen", 0.50), (8, "valid_seen", 0.30)])
-    assert pc.paired_diffs(tmp_path, "a", "b", range(3, 5), "valid_seen") == pytest.approx([0.15, -0.10])
-    assert pc.paired_diffs(tmp_path, "a", "b", range(3, 5), "valid_seen", 4) == pytest.approx([0.10, 0.10])
-    assert pc.paired_diffs(tmp_path, "a", "b", range(3, 4), "valid_unseen") == pytest.approx([0.80])
+    _cell(tmp_path, "a-seed3", [(8, "valid_seen", "1110"), (0, "valid_seen", "1000"), (4, "valid_seen", "1100"),
+                                (8, "valid_unseen", "1111")])
+    _cell(tmp_path, "b-seed3", [(0, "valid_seen", "1000"), (4, "valid_seen", "1000"), (8, "valid_seen", "1000"),
+                                (8, "valid_unseen", "0000")])
+    _cell(tmp_path, "a-seed4", [(0, "valid_seen", "0100"), (8, "valid_seen", "0100"), (4, "valid_seen", "0111")])
+    _cell(tmp_path, "b-seed4", [(0, "valid_seen", "0100"), (4, "valid_seen", "0110"), (8, "valid_seen", "0110")])
+    last = pc.contrast(tmp_path, "a", "b", range(3, 5), "valid_seen")
+    assert last["seeds"]["per_seed"] == pytest.approx({3: 0.50, 4: -0.25})
+    assert pc.contrast(tmp_path, "a", "b", range(3, 5), "valid_seen", 4)["seeds"]["per_seed"] == \
+        pytest.approx({3: 0.25, 4: 0.25})
+    assert pc.contrast(tmp_path, "a", "b", range(3, 4), "valid_unseen")["seeds"]["per_seed"] == pytest.approx({3: 1.0})
+    # the seeds x tasks interval is the report's, on the outcomes of the evaluations the differences came from
+    assert last["tasks"] == paired_task_bootstrap({3: "1110", 4: "0100"}, {3: "1000", 4: "0110"})
     with pytest.raises(SystemExit, match=r"no valid_seen evaluation at iteration 2 \(evaluated: \[0, 4, 8\]\)"):
-        pc.paired_diffs(tmp_path, "a", "b", range(3, 4), "valid_seen", 2)
+        pc.contrast(tmp_path, "a", "b", range(3, 4), "valid_seen", 2)
     with pytest.raises(SystemExit, match="no test evaluation"):
-        pc.paired_diffs(tmp_path, "a", "b", range(3, 4), "test")
+        pc.contrast(tmp_path, "a", "b", range(3, 4), "test")
 
 
-def test_bootstrap_brackets_the_mean_and_collapses_on_constant_differences():
-    assert pc.bootstrap([0.1] * 7) == pytest.approx((0.1, 0.1))
-    lo, hi = pc.bootstrap([-0.2, 0.0, 0.1, 0.3, 0.4])
-    assert -0.2 < lo < 0.12 < hi < 0.4
-    assert pc.bootstrap([-0.2, 0.0, 0.1, 0.3, 0.4]) == (lo, hi)  # seeded
+def test_without_per_task_outcomes_there_is_no_seeds_x_tasks_interval(tmp_path):
+    _cell(tmp_path, "a-seed0", [(8, "valid_seen", "11")])
+    _cell(tmp_path, "b-seed0", [(8, "valid_seen", "01")])
+    (tmp_path / "b-seed0" / "eval" / "iter_000008_valid_seen.json").unlink()
+    c = pc.contrast(tmp_path, "a", "b", range(0, 1), "valid_seen")
+    assert c["tasks"] is None and c["seeds"]["per_seed"] == {0: 0.5}
