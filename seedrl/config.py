@@ -381,6 +381,10 @@ class EvalConfig(_Strict):
     splits: list[str] | None = None
     #: first N tasks of each panel (None = all; 0 = no evaluation)
     num_tasks: NonNegInt | None = 32
+    #: tasks each evaluation panel is built with (None = the split's default size, the env's
+    #: ``splits``); a panel of N is the default panel's tasks in order, then more of the split's
+    #: range, so a larger panel holds a smaller one as its head
+    panel_size: PosInt | None = None
     every: NonNegInt = 0  # 0 = only before and after training
     greedy: bool = True
     #: sampling temperature when not greedy (must then be > 0)

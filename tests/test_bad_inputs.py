@@ -115,6 +115,7 @@ CASES = [
     ("micro-batch-0", _train("optim.micro_batch_size=0"), "'optim.micro_batch_size': Input should be greater than 0"),
     ("mini-batch-negative", _train("optim.mini_batch_size=-4"), "'optim.mini_batch_size': Input should be greater"),
     ("eval-num-tasks-negative", _train("eval.num_tasks=-1"), "'eval.num_tasks': Input should be greater than or"),
+    ("eval-panel-size-zero", _train("eval.panel_size=0"), "'eval.panel_size': Input should be greater than 0"),
     ("iterations-negative", _train("iterations=-1"), "'iterations': Input should be greater than or equal to 0"),
     ("save-every-negative", _train("save_every=-5"), "'save_every': Input should be greater than or equal to 0"),
     ("rollout-temperature-0", _train("rollout.temperature=0"), "'rollout.temperature'"),

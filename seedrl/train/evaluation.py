@@ -62,7 +62,8 @@ class Evaluator:
         n = self.cfg.eval.num_tasks
         for split, panel in self.panels.items():
             if n and n > len(panel.task_ids):
-                log.warning("eval.num_tasks=%d is more than the %d tasks of %s/%s; evaluating all %d",
+                log.warning("eval.num_tasks=%d is more than the %d tasks of %s/%s; evaluating all %d "
+                            "(eval.panel_size=N builds larger panels)",
                             n, len(panel.task_ids), self.cfg.env.name, split, len(panel.task_ids))
 
     def run(self, tag: str, iteration: int) -> dict[str, dict[str, Any]]:

@@ -449,7 +449,7 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     summary: dict[str, Any] = {"examples": len(pairs), "source": source, "data_seconds": time.perf_counter() - t0}
 
     def run_eval(tag: str) -> dict[str, Any]:
-        panel = build_panel(e.name, cfg.eval.split, None, **e.kwargs)
+        panel = build_panel(e.name, cfg.eval.split, cfg.eval.panel_size, **e.kwargs)
         res = evaluate(HFBackend(model, tok, bf16=bf16), tok, panel, max_steps=cfg.eval.max_steps or e.max_steps,
                        history_length=e.history_length, max_new_tokens=64, greedy=cfg.eval.greedy,
                        temperature=cfg.eval.temperature, batch_size=cfg.eval.batch_size, seed=cfg.seed,

@@ -143,7 +143,8 @@ class Trainer:
         e = cfg.env
         self.train_panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
         #: every evaluated panel, primary (``eval.split`` or the first of ``eval.splits``) first
-        self.eval_panels = {s: build_panel(e.name, s, None, **e.kwargs) for s in cfg.eval.split_list}
+        self.eval_panels = {s: build_panel(e.name, s, cfg.eval.panel_size, **e.kwargs)
+                            for s in cfg.eval.split_list}
         self.eval_panel = next(iter(self.eval_panels.values()))
         #: (prompt ids, response ids) of the expert demonstrations replayed in every mini-batch (PPO-ptx)
         self.replay_pairs = replay_pool(cfg, self.tokenizer) if cfg.algo.replay_coef > 0 else []

@@ -75,6 +75,21 @@ def test_trainer_evaluates_every_panel_on_schedule(tmp_path):
                                                                                               "valid_unseen"}
 
 
+def test_eval_panel_size_builds_each_panel_and_the_default_panel_is_its_head(tmp_path):
+    from seedrl.envs.panels import build_panel
+
+    tr = Trainer(tiny_cfg(tmp_path / "r", iterations=0, save_every=0, **{
+        "eval.splits": "[valid_seen, valid_unseen]", "eval.num_tasks": "null", "eval.panel_size": 3}))
+    tr.train()
+    for s in ("valid_seen", "valid_unseen"):
+        default = build_panel("sokoban", s)
+        assert len(default.task_ids) > 3
+        assert json.loads((tmp_path / "r" / f"panel_{s}.json").read_text())["task_ids"] == list(default.task_ids[:3])
+    rows = [json.loads(x) for x in (tmp_path / "r" / "eval.jsonl").read_text().splitlines()]
+    assert rows and {(r["split"], r["num_tasks"], r["panel_size"]) for r in rows} == {("valid_seen", 3, 3),
+                                                                                       ("valid_unseen", 3, 3)}
+
+
 @pytest.mark.slow
 def test_evaluation_prompts_never_carry_a_skill(tmp_path, tiny_tokenizer):
     from tests.helpers import SKILL, FixedAnalyzer
