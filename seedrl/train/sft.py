@@ -38,7 +38,7 @@ from seedrl.fileio import atomic_write, writing
 from seedrl.models.loading import save_model
 from seedrl.models.prefix import train_forward
 from seedrl.models.scoring import forward_logprobs, pack, response_logits
-from seedrl.rollout.runner import encode_messages
+from seedrl.rollout.runner import encode_messages, encode_step
 from seedrl.train.policy import adamw, build_policy
 from seedrl.train.threads import apply_threads
 
@@ -56,7 +56,9 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
     ``env``: play on this env instance (left open) instead of a new one. ``random_prefix``: each task
     first plays k random admissible actions, k uniform in 0..random_prefix (labels stay the expert's);
     with ``prefix_policy`` (the step's messages -> a model's response) those k actions are its answers,
-    parsed by the env (a random admissible action where it answers nothing parsable)."""
+    parsed by the env (a random admissible action where it answers nothing parsable). An env that shows
+    its observation as images (``returns_images``, e.g. sokoban's ``mode: rgb_array``) gives each row the
+    step's ``images`` too, the frames a rollout's prompt carries."""
     rng = random.Random(seed)
     own = env is None
     env = make_env(env_name, **env_kwargs) if own else env
@@ -74,7 +76,9 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
                 text = build_step_prompt(title, env.task_description, obs, history, step, history_length,
                                          env.admissible_actions(), env.instruction, env.prompt_style)
                 rows.append({"messages": step_messages(text), "response": env.format_response(expert),
-                             "task_id": task_id, "step": step})
+                             "task_id": task_id, "step": step}
+                            | ({"images": env.observation_images()} if getattr(env, "returns_images", False)
+                               else {}))
                 action = expert
                 admissible = env.admissible_actions()
                 own = env.parse_action(prefix_policy(step_messages(text))) if prefix_policy and step < prefix else None
@@ -158,13 +162,25 @@ def policy_demonstrations(backend, tokenizer, env_name: str, env_kwargs: dict[st
     """(messages, response) rows of a model's own greedy episodes (:func:`seedrl.eval.evaluate.play_once`,
     the plain step prompts of RL and evaluation, never a skill), one per step it took, labelled with what it
     answered (its mistakes included): training on them keeps that model's skill-free policy
-    (``demo_source: start``). ``backend`` generates with the model."""
+    (``demo_source: start``), with the frames it saw where the env shows images. ``backend`` generates with
+    the model."""
     from seedrl.eval.evaluate import play_once
 
     trajs = play_once(backend, tokenizer, env_name, env_kwargs, task_ids, max_steps=max_steps,
                       history_length=history_length, max_new_tokens=64, batch_size=batch_size, seed=seed)
     return [{"messages": s.messages, "response": s.response_text, "task_id": t.task_id, "step": s.step}
+            | ({"images": list(s.images.raw)} if s.images is not None else {})
             for t in trajs for s in t.steps]
+
+
+def shows_images(env_name: str, env_kwargs: dict[str, Any]) -> bool:
+    """Whether ``env_name`` with ``env_kwargs`` shows its observations as images (``returns_images`` is
+    per instance where an option such as sokoban's ``mode`` decides it)."""
+    env = make_env(env_name, **env_kwargs)
+    try:
+        return bool(getattr(env, "returns_images", False))
+    finally:
+        env.close()
 
 
 def require_counterfactual(env_name: str) -> None:
@@ -254,14 +270,32 @@ def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     return rows
 
 
-def tokenize_pairs(tokenizer, rows: list[dict[str, Any]], max_tokens: int) -> list[tuple[list[int], list[int]]]:
-    pairs = []
-    for r in rows:
-        p = encode_messages(tokenizer, r["messages"])
+def encode_rows(tokenizer, rows: list[dict[str, Any]], max_tokens: int
+                ) -> tuple[list[tuple[list[int], list[int]]], list[Any] | None]:
+    """(prompt ids, response ids) per row, and per row its image inputs (None for a text row), or None in
+    place of that list when no row has images. A row's ``images`` (its observation's frames) go through
+    the policy's processor and chat template as a rollout's do (:func:`~seedrl.rollout.runner.encode_step`);
+    a text prompt longer than ``max_tokens`` with its response keeps its tail, a prompt with images is
+    never cut (the cut could split an image's placeholders) and raises instead."""
+    pairs, images = [], []
+    for n, r in enumerate(rows):
+        p, mm = encode_step(tokenizer, r["messages"], r.get("images") or ())
         resp = tokenizer(r["response"], add_special_tokens=False)["input_ids"]
         if len(p) + len(resp) > max_tokens:
+            if mm is not None:
+                raise SeedRLError(f"example {n} has {len(p) + len(resp)} tokens with its images, more than "
+                                  f"max_seq_tokens={max_tokens}; a prompt with images is never cut: raise it")
             p = p[-(max_tokens - len(resp)):]
         pairs.append((p, resp))
+        images.append(mm)
+    return pairs, (images if any(x is not None for x in images) else None)
+
+
+def tokenize_pairs(tokenizer, rows: list[dict[str, Any]], max_tokens: int) -> list[tuple[list[int], list[int]]]:
+    """:func:`encode_rows` of text rows: the (prompt ids, response ids) pairs."""
+    pairs, images = encode_rows(tokenizer, rows, max_tokens)
+    if images is not None:
+        raise SeedRLError("these examples carry images; encode them with encode_rows, which keeps them")
     return pairs
 
 
@@ -289,9 +323,11 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
               batch_size: int, micro_batch_size: int, weight_decay: float = 0.0, grad_clip: float = 1.0,
               warmup_steps: int = 0, seed: int = 0, bf16: bool = False, group_by_length: bool = False,
               label_smoothing: float = 0.0, on_step=None, warmup_ratio: float = 0.0, lr_floor: float = 0.1,
-              betas: tuple[float, float] = (0.9, 0.999), shared_prefix: bool = False) -> list[float]:
+              betas: tuple[float, float] = (0.9, 0.999), shared_prefix: bool = False,
+              images: list[Any] | None = None) -> list[float]:
     """Token-mean NLL of the response tokens (label-smoothed by ``label_smoothing``,
-    :func:`seedrl.algos.smoothed_nll`); returns the loss of every optimizer step.
+    :func:`seedrl.algos.smoothed_nll`); returns the loss of every optimizer step. ``images``: per pair,
+    its image inputs or None (:func:`encode_rows`); a micro-batch with images takes the plain forward.
     ``bf16``: forward/backward under bf16 autocast (the weights stay fp32); ``group_by_length``: see
     :func:`micro_batches`; ``shared_prefix``: each micro-batch's shared prompt prefixes run once
     (:func:`~seedrl.models.prefix.shared_prefix_forward`, the same gradient up to float rounding)."""
@@ -320,12 +356,13 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
             total_loss = 0.0
             for mi in micro_batches(idx, lengths, micro_batch_size, group_by_length):
                 prompts, responses = [pairs[i][0] for i in mi], [pairs[i][1] for i in mi]
+                mm = None if images is None else [images[i] for i in mi]
                 if label_smoothing:
-                    b = pack(prompts, responses, tokenizer.pad_token_id, device)
+                    b = pack(prompts, responses, tokenizer.pad_token_id, device, mm)
                     nll = smoothed_nll(response_logits(model, b, bf16), b.input_ids[:, -b.width:], label_smoothing)
                 else:
                     b, logp, _ = train_forward(model, prompts, responses, tokenizer.pad_token_id, device, shared_prefix,
-                                               bf16=bf16)
+                                               bf16=bf16, images=mm)
                     nll = -logp
                 loss = token_mean(nll, b.response_mask, denom)
                 loss.backward()
@@ -341,11 +378,11 @@ def sft_train(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, epo
 
 @torch.no_grad()
 def decision_entropy(model, tokenizer, pairs: list[tuple[list[int], list[int]]], *, bf16: bool = False,
-                     limit: int = 256, micro_batch_size: int = 32) -> float | None:
+                     limit: int = 256, micro_batch_size: int = 32, images: list[Any] | None = None) -> float | None:
     """Mean entropy (nats) of the model's next-token distribution at the response tokens that carry
     the action (:func:`seedrl.agent.parsing.decision_mask`), over the first ``limit`` examples. A warm
     start near 0 here samples the same action every time: RL's groups then come out uniform and carry
-    no advantage. None when no example has an action block."""
+    no advantage. None when no example has an action block. ``images``: per pair, its image inputs or None."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -353,7 +390,8 @@ def decision_entropy(model, tokenizer, pairs: list[tuple[list[int], list[int]]],
     rows = pairs[:limit]
     for m in range(0, len(rows), micro_batch_size):
         chunk = rows[m:m + micro_batch_size]
-        b = pack([p for p, _ in chunk], [r for _, r in chunk], tokenizer.pad_token_id, device)
+        b = pack([p for p, _ in chunk], [r for _, r in chunk], tokenizer.pad_token_id, device,
+                 None if images is None else images[m:m + micro_batch_size])
         _, ent = forward_logprobs(model, b, with_entropy=True, bf16=bf16)
         for k, (_, r) in enumerate(chunk):
             dm = torch.tensor(decision_mask(tokenizer, r), dtype=torch.bool)
@@ -381,11 +419,9 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     m, e = cfg.model, cfg.env
     policy = build_policy(m, what="SFT model")
     tok, model, bf16 = policy.tokenizer, policy.model, policy.precision.bf16
-    from seedrl.models.vision import processor_of
-
-    if processor_of(tok) is not None:  # its rows are text: they would teach a VL policy without its images
-        raise SeedRLError(f"seedrl sft does not take a vision-language model yet ({m.name}): its demonstrations "
-                          f"and data rows carry no images; train it with seedrl train (RL), which does")
+    if cfg.skill_demo_tasks and cfg.skill_demo_prefix_source == "start" and shows_images(e.name, e.kwargs):
+        raise SeedRLError("skill_demo_prefix_source=start plays the start on text prompts; on an env that shows "
+                          "images use skill_demo_prefix_source=random")
     t0 = time.perf_counter()
     def demos(n: int) -> tuple[list[dict[str, Any]], str]:
         panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
@@ -445,8 +481,13 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     if not rows:
         raise SeedRLError(f"no SFT examples: the expert of {e.name} produced no demonstration on {cfg.demo_tasks} "
                           f"{e.train_split} tasks (check env.max_steps and the env's expert, or give --data)")
-    pairs = tokenize_pairs(tok, rows, cfg.max_seq_tokens)
-    summary: dict[str, Any] = {"examples": len(pairs), "source": source, "data_seconds": time.perf_counter() - t0}
+    if shows_images(e.name, e.kwargs) and not all(r.get("images") for r in rows):
+        raise SeedRLError(f"{e.name} with {e.kwargs} shows its observations as images, but some SFT examples carry "
+                          f"none (a --data file's rows carry text only); the expert's demonstrations and the "
+                          f"start's own episodes carry their frames")
+    pairs, images = encode_rows(tok, rows, cfg.max_seq_tokens)
+    summary: dict[str, Any] = {"examples": len(pairs), "source": source, "data_seconds": time.perf_counter() - t0,
+                               "examples_with_images": 0 if images is None else sum(x is not None for x in images)}
 
     def run_eval(tag: str) -> dict[str, Any]:
         panel = build_panel(e.name, cfg.eval.split, cfg.eval.panel_size, **e.kwargs)
@@ -474,11 +515,12 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
                            grad_clip=cfg.grad_clip, warmup_steps=cfg.warmup_steps, seed=cfg.seed,
                            bf16=bf16, group_by_length=cfg.group_by_length,
                            label_smoothing=cfg.label_smoothing, on_step=on_step, warmup_ratio=cfg.warmup_ratio,
-                           lr_floor=cfg.lr_floor, betas=tuple(cfg.betas), shared_prefix=cfg.shared_prefix)
+                           lr_floor=cfg.lr_floor, betas=tuple(cfg.betas), shared_prefix=cfg.shared_prefix,
+                           images=images)
     summary |= {"steps": len(losses), "loss_first": losses[0], "loss_last": losses[-1],
                 "train_seconds": time.perf_counter() - t0,
                 # how much the start still explores where it decides (RL needs mixed groups)
-                "decision_entropy": decision_entropy(model, tok, pairs, bf16=bf16)}
+                "decision_entropy": decision_entropy(model, tok, pairs, bf16=bf16, images=images)}
     with writing(run_dir / "model"):  # a full disk in safetensors or the tokenizer's writer: one line
         save_model(model, tok, run_dir / "model")
     if cfg.eval.num_tasks != 0:

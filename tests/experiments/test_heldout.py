@@ -235,7 +235,7 @@ def test_sft_demonstrations_rebuild_what_run_sft_trains_on(tmp_path, monkeypatch
         seen.append(rows)
         raise Captured
 
-    monkeypatch.setattr(sft_mod, "tokenize_pairs", capture)
+    monkeypatch.setattr(sft_mod, "encode_rows", capture)
     with pytest.raises(Captured):
         sft_mod.run_sft(cfg)
     rows = sft_demonstrations(sft_source(cfg.model_dump(mode="json")))

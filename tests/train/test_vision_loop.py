@@ -179,17 +179,6 @@ def test_a_vl_run_resumes_from_its_checkpoint_as_if_never_stopped(tmp_path):
     assert strip[0] == strip[1]
 
 
-def test_sft_refuses_a_vision_language_model_in_one_line(tmp_path):
-    from seedrl.config import SFTConfig
-    from seedrl.errors import SeedRLError
-    from seedrl.train.sft import run_sft
-
-    cfg = load_config(SFTConfig, "configs/demo_sokoban_sft.yaml",
-                      [f"run_dir={tmp_path / 'sft'}", "model.name=tiny-qwen2.5-vl", "torch_threads=1"])
-    with pytest.raises(SeedRLError, match="does not take a vision-language model yet"):
-        run_sft(cfg)
-
-
 @pytest.mark.slow
 def test_two_processes_with_images_compute_the_one_process_update(tmp_path):
     """DDP over 2 processes (each plays its block of tasks with their images) gives the update of one
