@@ -8,12 +8,20 @@ Reads each cell's eval.jsonl (the last evaluated iteration of the split, or `--i
 per-seed differences, their mean, and two 95 % intervals from `seedrl.experiments.stats`: over seeds only
 (`paired_difference_ci`) and over seeds and the panel's tasks (`paired_task_bootstrap`, the compare report's
 paired interval, from each evaluation's per-task outcomes).
+
+Several runs folders pool their seeds (each cell read from the first folder that has it); `--tasks N` reads
+every evaluation's first N tasks only, the head that panels of different sizes share (a household panel of
+192 begins with the panel of 96):
+
+    python benchmarks/paired_contrast.py runs/compare/seed_mechanism_s3 runs/compare/seed_mechanism_s3_confirm \
+        seed+self_opd1 grpo --seeds 15-29 --tasks 96
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from seedrl.experiments.compare import task_outcomes
@@ -34,35 +42,57 @@ def evaluation(cell: Path, split: str, iteration: int | None = None) -> dict:
     return at[-1]
 
 
-def contrast(runs: Path, a: str, b: str, seeds: range, split: str, iteration: int | None = None) -> dict:
+def cell_dir(runs: Sequence[Path], name: str) -> Path:
+    """The cell ``name`` in the first of the ``runs`` folders that has it."""
+    for r in runs:
+        if (r / name).is_dir():
+            return r / name
+    raise SystemExit(f"no cell {name} in {', '.join(map(str, runs))}")
+
+
+def contrast(runs: Path | Sequence[Path], a: str, b: str, seeds: range, split: str, iteration: int | None = None,
+             tasks: int | None = None) -> dict:
     """``a - b`` per seed (cells ``<runs>/<a>-seed<s>``, ``<runs>/<b>-seed<s>``) with the seeds-only interval
-    and, where every evaluation kept its per-task outcomes, the seeds x tasks one (else None)."""
-    rows = {m: {s: evaluation(runs / f"{m}-seed{s}", split, iteration) for s in seeds} for m in (a, b)}
-    seeds_only = paired_difference_ci({s: r["success_rate"] for s, r in rows[a].items()},
-                                      {s: r["success_rate"] for s, r in rows[b].items()})
-    won = {m: {s: task_outcomes(runs / f"{m}-seed{s}", r["iteration"], split) for s, r in rows[m].items()}
-           for m in (a, b)}
+    and, where every evaluation kept its per-task outcomes, the seeds x tasks one (else None). ``tasks``: each
+    evaluation's first N tasks only (then every evaluation needs its per-task outcomes)."""
+    runs = [runs] if isinstance(runs, Path) else list(runs)
+    cells = {m: {s: cell_dir(runs, f"{m}-seed{s}") for s in seeds} for m in (a, b)}
+    rows = {m: {s: evaluation(c, split, iteration) for s, c in cells[m].items()} for m in (a, b)}
+    won = {m: {s: task_outcomes(cells[m][s], r["iteration"], split) for s, r in rows[m].items()} for m in (a, b)}
     complete = all(w for m in won.values() for w in m.values())
+    if tasks is not None:
+        if not complete:
+            raise SystemExit("--tasks needs every evaluation's per-task outcomes (eval/iter_*_<split>.json)")
+        short = min(len(w) for m in won.values() for w in m.values())
+        if short < tasks:
+            raise SystemExit(f"--tasks {tasks}: an evaluation has only {short} tasks")
+        won = {m: {s: w[:tasks] for s, w in won[m].items()} for m in won}
+        rate = {m: {s: w.count("1") / tasks for s, w in won[m].items()} for m in won}
+    else:
+        rate = {m: {s: r["success_rate"] for s, r in rows[m].items()} for m in rows}
+    seeds_only = paired_difference_ci(rate[a], rate[b])
     return {"seeds": seeds_only, "tasks": paired_task_bootstrap(won[a], won[b]) if complete else None}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("runs", type=Path)
+    ap.add_argument("runs", type=Path, nargs="+", help="runs folders (their seeds pooled)")
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--seeds", required=True, help="FIRST-LAST")
     ap.add_argument("--split", default="valid_seen")
     ap.add_argument("--iteration", type=int, default=None, help="the evaluation at this iteration (default: the last)")
+    ap.add_argument("--tasks", type=int, default=None, help="each evaluation's first N tasks only")
     args = ap.parse_args()
     first, last = (int(x) for x in args.seeds.split("-"))
-    c = contrast(args.runs, args.a, args.b, range(first, last + 1), args.split, args.iteration)
+    c = contrast(args.runs, args.a, args.b, range(first, last + 1), args.split, args.iteration, args.tasks)
     d = list(c["seeds"]["per_seed"].values())
     lo, hi = c["seeds"]["ci95"]
     at = "final" if args.iteration is None else f"iteration {args.iteration}"
     tasks = (f"; seeds x tasks [{c['tasks']['ci95'][0]:+.3f}, {c['tasks']['ci95'][1]:+.3f}]" if c["tasks"]
              else "; no per-task outcomes for the seeds x tasks interval")
-    print(f"{args.a} - {args.b}, {at} {args.split}, seeds {args.seeds}: per seed "
+    head = f", first {args.tasks} tasks" if args.tasks else ""
+    print(f"{args.a} - {args.b}, {at} {args.split}{head}, seeds {args.seeds}: per seed "
           f"{', '.join(f'{x:+.3f}' for x in d)}; mean {c['seeds']['mean']:+.3f}, seeds only [{lo:+.3f}, {hi:+.3f}]"
           f"{tasks} ({sum(x > 0 for x in d)} of {len(d)} positive)")
 

@@ -53,3 +53,21 @@ def test_without_per_task_outcomes_there_is_no_seeds_x_tasks_interval(tmp_path):
     (tmp_path / "b-seed0" / "eval" / "iter_000008_valid_seen.json").unlink()
     c = pc.contrast(tmp_path, "a", "b", range(0, 1), "valid_seen")
     assert c["tasks"] is None and c["seeds"]["per_seed"] == {0: 0.5}
+
+
+def test_pooled_folders_and_the_shared_head_of_the_panels(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    _cell(one, "a-seed0", [(8, "valid_seen", "1100")])
+    _cell(one, "b-seed0", [(8, "valid_seen", "0100")])
+    # a later run on a panel twice as large: its first 4 tasks are the earlier panel's
+    _cell(two, "a-seed1", [(8, "valid_seen", "01101111")])
+    _cell(two, "b-seed1", [(8, "valid_seen", "11000000")])
+    c = pc.contrast([one, two], "a", "b", range(0, 2), "valid_seen", tasks=4)
+    assert c["seeds"]["per_seed"] == pytest.approx({0: 0.25, 1: 0.0})
+    assert c["tasks"] == paired_task_bootstrap({0: "1100", 1: "0110"}, {0: "0100", 1: "1100"})
+    whole = pc.contrast([one, two], "a", "b", range(1, 2), "valid_seen")
+    assert whole["seeds"]["per_seed"] == pytest.approx({1: 0.5})  # without --tasks: the whole panel
+    with pytest.raises(SystemExit, match="only 4 tasks"):
+        pc.contrast([one, two], "a", "b", range(0, 2), "valid_seen", tasks=8)
+    with pytest.raises(SystemExit, match="no cell a-seed2"):
+        pc.contrast([one, two], "a", "b", range(0, 3), "valid_seen")
