@@ -419,7 +419,11 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     m, e = cfg.model, cfg.env
     policy = build_policy(m, what="SFT model")
     tok, model, bf16 = policy.tokenizer, policy.model, policy.precision.bf16
-    if cfg.skill_demo_tasks and cfg.skill_demo_prefix_source == "start" and shows_images(e.name, e.kwargs):
+    from seedrl.models.vision import processor_of
+
+    # a text policy on an env that shows images fails in one line where its first prompt is encoded
+    vl_on_images = processor_of(tok) is not None and shows_images(e.name, e.kwargs)
+    if cfg.skill_demo_tasks and cfg.skill_demo_prefix_source == "start" and vl_on_images:
         raise SeedRLError("skill_demo_prefix_source=start plays the start on text prompts; on an env that shows "
                           "images use skill_demo_prefix_source=random")
     t0 = time.perf_counter()
@@ -481,7 +485,7 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     if not rows:
         raise SeedRLError(f"no SFT examples: the expert of {e.name} produced no demonstration on {cfg.demo_tasks} "
                           f"{e.train_split} tasks (check env.max_steps and the env's expert, or give --data)")
-    if shows_images(e.name, e.kwargs) and not all(r.get("images") for r in rows):
+    if vl_on_images and not all(r.get("images") for r in rows):
         raise SeedRLError(f"{e.name} with {e.kwargs} shows its observations as images, but some SFT examples carry "
                           f"none (a --data file's rows carry text only); the expert's demonstrations and the "
                           f"start's own episodes carry their frames")

@@ -97,3 +97,8 @@ def test_sft_refuses_text_rows_on_an_env_that_shows_images(tmp_path):
 def test_a_text_model_cannot_train_on_frames(tmp_path):
     with pytest.raises(SeedRLError, match="policy is a text model"):
         run_sft(_sft_cfg(tmp_path, **{"model.name": "tiny-micro"}))
+
+
+def test_skill_demos_cannot_play_the_start_on_text_prompts_where_the_env_shows_images(tmp_path):
+    with pytest.raises(SeedRLError, match="skill_demo_prefix_source=random"):
+        run_sft(_sft_cfg(tmp_path, skill_demo_tasks=1, skill_demo_prefix_source="start", skill_demo_random_prefix=2))
