@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The tiny visual result (issue 45): the built-in tiny Qwen2.5-VL warm-started on pixel Sokoban from rendered
-# solver demonstrations (configs/sokoban_visual_sft_tiny.yaml), then GRPO and SEED from that start
+# solver demonstrations (configs/sokoban_visual_tiny_sft.yaml), then GRPO and SEED from that start
 # (configs/sokoban_visual_rl_tiny.yaml) through `seedrl compare`: success on 128 held-out 5x5 rooms
 # (valid_seen) before and after, every 5 iterations. OUT, SFT, BUDGET and SEEDS (environment) change the
 # result folder, the warm start's folder, the episodes per cell and the seeds.
@@ -22,7 +22,7 @@ compare() {
     --set "model.name=$SFT/model" "$@"
 }
 case ${1:-} in
-  sft) "$SEEDRL" sft --config configs/sokoban_visual_sft_tiny.yaml --set "run_dir=$SFT" ;;
+  sft) "$SEEDRL" sft --config configs/sokoban_visual_tiny_sft.yaml --set "run_dir=$SFT" ;;
   cell) compare --algos "$2" --seeds "$3," ;;
   grid) for s in $SEEDS; do for a in grpo seed; do echo "$a $s"; done; done | xargs -P "${2:-2}" -L 1 bash "$0" cell ;;
   report) compare --algos grpo,seed --report-only ;;
