@@ -20,7 +20,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ from seedrl.fileio import atomic_write, writing
 from seedrl.models.loading import save_model
 from seedrl.models.prefix import train_forward
 from seedrl.models.scoring import forward_logprobs, pack, response_logits
-from seedrl.rollout.runner import encode_messages, encode_step
+from seedrl.rollout.runner import encode_step
 from seedrl.train.policy import adamw, build_policy
 from seedrl.train.threads import apply_threads
 
@@ -51,11 +51,12 @@ log = logging.getLogger(__name__)
 def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: list[str], *, max_steps: int,
                           history_length: int, noise: float, seed: int, env=None,
                           random_prefix: int = 0,
-                          prefix_policy: Callable[[list[dict[str, str]]], str] | None = None) -> list[dict[str, Any]]:
+                          prefix_policy: Callable[[list[dict[str, str]], list], str] | None = None
+                          ) -> list[dict[str, Any]]:
     """(messages, response) pairs from expert play; the label is always the expert's action.
     ``env``: play on this env instance (left open) instead of a new one. ``random_prefix``: each task
     first plays k random admissible actions, k uniform in 0..random_prefix (labels stay the expert's);
-    with ``prefix_policy`` (the step's messages -> a model's response) those k actions are its answers,
+    with ``prefix_policy`` (the step's messages and images -> a model's response) those k actions are its answers,
     parsed by the env (a random admissible action where it answers nothing parsable). An env that shows
     its observation as images (``returns_images``, e.g. sokoban's ``mode: rgb_array``) gives each row the
     step's ``images`` too, the frames a rollout's prompt carries."""
@@ -75,13 +76,13 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
                     break
                 text = build_step_prompt(title, env.task_description, obs, history, step, history_length,
                                          env.admissible_actions(), env.instruction, env.prompt_style)
+                frames = env.observation_images() if getattr(env, "returns_images", False) else []
                 rows.append({"messages": step_messages(text), "response": env.format_response(expert),
-                             "task_id": task_id, "step": step}
-                            | ({"images": env.observation_images()} if getattr(env, "returns_images", False)
-                               else {}))
+                             "task_id": task_id, "step": step} | ({"images": frames} if frames else {}))
                 action = expert
                 admissible = env.admissible_actions()
-                own = env.parse_action(prefix_policy(step_messages(text))) if prefix_policy and step < prefix else None
+                own = (env.parse_action(prefix_policy(step_messages(text), frames)) if prefix_policy and step < prefix
+                       else None)
                 if own is not None:
                     action = own
                 elif admissible and (step < prefix or (noise > 0 and rng.random() < noise)):
@@ -99,7 +100,8 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
 def skill_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: list[str], *, max_steps: int,
                          history_length: int, noise: float, attempt_noise: float, seed: int,
                          min_words: int = 5, random_prefix: int = 0,
-                         prefix_policy: Callable[[list[dict[str, str]]], str] | None = None) -> list[dict[str, Any]]:
+                         prefix_policy: Callable[[list[dict[str, str]], list], str] | None = None
+                         ) -> list[dict[str, Any]]:
     """Expert actions under step prompts that carry a hindsight skill about the same task.
 
     Per task: (1) an *attempt*: the expert, but a random admissible action with probability
@@ -231,15 +233,18 @@ def counterfactual_skill_demonstrations(env_name: str, env_kwargs: dict[str, Any
 
 
 def greedy_responder(backend, tokenizer, max_new_tokens: int = 64,
-                     stop: tuple[str, ...] = ()) -> Callable[[list[dict[str, str]]], str]:
-    """A model's greedy answer to one step's chat messages, as evaluation generates it (``stop``: the
-    env's stop strings, as evaluation passes them)."""
+                     stop: tuple[str, ...] = ()) -> Callable[[list[dict[str, str]], list], str]:
+    """A model's greedy answer to one step's chat messages and the observation's images (none for a text
+    env), as evaluation generates it (``stop``: the env's stop strings, as evaluation passes them)."""
     from seedrl.rollout.backends import SamplingParams
 
     params = SamplingParams(max_new_tokens=max_new_tokens, greedy=True, stop=list(stop))
 
-    def respond(messages: list[dict[str, str]]) -> str:
-        return backend.generate([encode_messages(tokenizer, messages)], params, seed=0)[0].text
+    def respond(messages: list[dict[str, str]], images: Sequence = ()) -> str:
+        ids, mm = encode_step(tokenizer, messages, images)
+        if mm is None:
+            return backend.generate([ids], params, seed=0)[0].text
+        return backend.generate([ids], params, seed=0, images=[mm])[0].text
 
     return respond
 
@@ -419,13 +424,6 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     m, e = cfg.model, cfg.env
     policy = build_policy(m, what="SFT model")
     tok, model, bf16 = policy.tokenizer, policy.model, policy.precision.bf16
-    from seedrl.models.vision import processor_of
-
-    # a text policy on an env that shows images fails in one line where its first prompt is encoded
-    vl_on_images = processor_of(tok) is not None and shows_images(e.name, e.kwargs)
-    if cfg.skill_demo_tasks and cfg.skill_demo_prefix_source == "start" and vl_on_images:
-        raise SeedRLError("skill_demo_prefix_source=start plays the start on text prompts; on an env that shows "
-                          "images use skill_demo_prefix_source=random")
     t0 = time.perf_counter()
     def demos(n: int) -> tuple[list[dict[str, Any]], str]:
         panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
@@ -485,7 +483,10 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     if not rows:
         raise SeedRLError(f"no SFT examples: the expert of {e.name} produced no demonstration on {cfg.demo_tasks} "
                           f"{e.train_split} tasks (check env.max_steps and the env's expert, or give --data)")
-    if vl_on_images and not all(r.get("images") for r in rows):
+    from seedrl.models.vision import processor_of
+
+    # (a text policy on an env that shows images fails in one line where its first prompt is encoded)
+    if processor_of(tok) is not None and not all(r.get("images") for r in rows) and shows_images(e.name, e.kwargs):
         raise SeedRLError(f"{e.name} with {e.kwargs} shows its observations as images, but some SFT examples carry "
                           f"none (a --data file's rows carry text only); the expert's demonstrations and the "
                           f"start's own episodes carry their frames")

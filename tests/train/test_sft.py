@@ -216,13 +216,13 @@ def test_a_policy_prefix_plays_the_models_own_answers_on_plain_prompts_and_keeps
     kw = dict(max_steps=4, history_length=3, noise=0.0, seed=5, random_prefix=2)
     asked = []
 
-    def hallucinate(messages):
+    def hallucinate(messages, images):
         asked.append(messages)
         return "<think></think><action>take zzz 1 from nowhere 1</action>"
 
     rows = expert_demonstrations("household", kwargs, tasks, prefix_policy=hallucinate, **kw)
     randomly = expert_demonstrations("household", kwargs, tasks, **kw)
-    assert expert_demonstrations("household", kwargs, tasks, prefix_policy=lambda m: "no action here", **kw) == randomly
+    assert expert_demonstrations("household", kwargs, tasks, prefix_policy=lambda m, images: "no action here", **kw) == randomly
     by = {(r["task_id"], r["step"]): r for r in rows}
     took = [t for t in tasks if (t, 1) in by and "take zzz 1 from nowhere 1" in by[(t, 1)]["messages"][-1]["content"]]
     assert len(took) >= 15 and len(asked) >= len(took)  # k >= 1 in about two thirds of the tasks

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,7 +15,8 @@ from seedrl.eval.evaluate import play_once
 from seedrl.models.loading import load_model, load_tokenizer
 from seedrl.models.prefix import train_forward
 from seedrl.rollout.backends import HFBackend
-from seedrl.train.sft import encode_rows, expert_demonstrations, run_sft, sft_train, tokenize_pairs
+from seedrl.train.sft import (decision_entropy, encode_rows, expert_demonstrations, greedy_responder,
+                              policy_demonstrations, run_sft, sft_train, tokenize_pairs)
 
 PIXELS = {"dim": [5, 5], "mode": "rgb_array"}
 
@@ -67,6 +69,17 @@ def test_the_sft_loss_reads_each_examples_images(vl):
     (first,) = sft_train(m, tok, pairs, epochs=1, lr=0.0, batch_size=len(pairs), micro_batch_size=2, seed=0,
                          images=images, shared_prefix=True)
     assert first == pytest.approx(nll(images), rel=1e-5)
+    # the label-smoothed path (a smoothing too small to matter) reads them too
+    (smoothed,) = sft_train(load_model("tiny-qwen2.5-vl", tokenizer=tok), tok, pairs, epochs=1, lr=0.0,
+                            batch_size=len(pairs), micro_batch_size=2, seed=0, images=images, label_smoothing=1e-7)
+    assert smoothed == pytest.approx(nll(images), rel=1e-4)
+    # the decision entropy too, each micro-batch with its own rows' frames
+    ent = decision_entropy(model, tok, pairs, images=images, micro_batch_size=1)
+    # one micro-batch holds every row's frames; another row's frame moves it by ~1e-3, batching by ~1e-7
+    assert ent == pytest.approx(decision_entropy(model, tok, pairs, images=images, micro_batch_size=len(pairs)),
+                                abs=1e-5)
+    assert abs(ent - decision_entropy(model, tok, pairs, images=[images[0]] * len(pairs))) > 1e-4
+    assert abs(ent - decision_entropy(model, tok, pairs, micro_batch_size=1)) > 1e-3
 
 
 def _sft_cfg(tmp_path, **over) -> SFTConfig:
@@ -99,6 +112,29 @@ def test_a_text_model_cannot_train_on_frames(tmp_path):
         run_sft(_sft_cfg(tmp_path, **{"model.name": "tiny-micro"}))
 
 
-def test_skill_demos_cannot_play_the_start_on_text_prompts_where_the_env_shows_images(tmp_path):
-    with pytest.raises(SeedRLError, match="skill_demo_prefix_source=random"):
-        run_sft(_sft_cfg(tmp_path, skill_demo_tasks=1, skill_demo_prefix_source="start", skill_demo_random_prefix=2))
+def test_the_greedy_responder_sees_the_frames_evaluation_play_saw(vl):
+    """skill_demo_prefix_source: start on a pixel env: the start's answer to a step prompt with its frames is
+    what its greedy evaluation play answered there (policy_demonstrations' rows carry the frames)."""
+    tok, model = vl
+    backend = HFBackend(model, tok)
+    rows = policy_demonstrations(backend, tok, "sokoban", PIXELS, ["5x5-b1-s0", "5x5-b1-s1", "5x5-b1-s2"],
+                                 max_steps=2, history_length=2, seed=3)
+    assert rows and all(len(r["images"]) == 1 for r in rows)
+    respond = greedy_responder(backend, tok, max_new_tokens=64)
+    assert [respond(r["messages"], r["images"]) for r in rows] == [r["response"] for r in rows]
+
+
+def test_a_policy_prefix_is_asked_with_the_frames_of_its_step():
+    asked = []
+
+    def policy(messages, images):
+        asked.append((messages[-1]["content"], images))
+        return "<think></think><action>up</action>"
+
+    rows = expert_demonstrations("sokoban", PIXELS, [f"5x5-b1-s{i}" for i in range(8)], max_steps=3,
+                                 history_length=2, noise=0.0, seed=0, random_prefix=2, prefix_policy=policy)
+    assert len(asked) >= 3
+    frames = [r["images"][0] for r in rows]  # (the pixel prompt's text is the same in every state)
+    for _, images in asked:  # a frame of the states played, as the rows carry them
+        assert len(images) == 1 and any(np.array_equal(images[0], f) for f in frames)
+    assert len({im[0].tobytes() for _, im in asked}) > 1
