@@ -494,3 +494,19 @@ def test_counterfactual_pairs_on_an_env_without_counterfactual_skills_name_the_e
                                     "counterfactual_demo_tasks": 2})
     with pytest.raises(SeedRLError, match="'search' has none"):
         run_sft(cfg)
+
+
+def test_sft_evaluates_on_a_panel_of_eval_panel_size(tmp_path):
+    import json
+
+    from seedrl.config import SFTConfig, load_config
+    from seedrl.envs.panels import build_panel
+    from seedrl.train.sft import run_sft
+
+    cfg = load_config(SFTConfig, None, [f"run_dir={tmp_path}", "model.name=tiny-micro", "env.name=sokoban",
+                                        "env.max_steps=2", "env.history_length=0", "demo_tasks=2", "epochs=1",
+                                        "torch_threads=1", "eval.num_tasks=null", "eval.panel_size=3"])
+    res = run_sft(cfg)["eval_after"]
+    assert (res["num_tasks"], res["panel_size"]) == (3, 3)
+    saved = json.loads((tmp_path / "eval_after.json").read_text())
+    assert [t["task_id"] for t in saved["tasks"]] == list(build_panel("sokoban", "valid_seen").task_ids[:3])
