@@ -15,6 +15,12 @@ every evaluation's first N tasks only, the head that panels of different sizes s
 
     python benchmarks/paired_contrast.py runs/compare/seed_mechanism_s3 runs/compare/seed_mechanism_s3_confirm \
         seed+self_opd1 grpo --seeds 15-29 --tasks 96
+
+A method written as FOLDER/METHOD is read from that folder only: the same method under two recipes, each its
+own comparison folder, paired by seed:
+
+    python benchmarks/paired_contrast.py runs/compare/seed_mechanism_s3_mean/grpo \
+        runs/compare/seed_mechanism_s3_confirm/grpo --seeds 20-24
 """
 
 from __future__ import annotations
@@ -56,7 +62,8 @@ def contrast(runs: Path | Sequence[Path], a: str, b: str, seeds: range, split: s
     and, where every evaluation kept its per-task outcomes, the seeds x tasks one (else None). ``tasks``: each
     evaluation's first N tasks only (then every evaluation needs its per-task outcomes)."""
     runs = [runs] if isinstance(runs, Path) else list(runs)
-    cells = {m: {s: cell_dir(runs, f"{m}-seed{s}") for s in seeds} for m in (a, b)}
+    where = {m: ([Path(m).parent], Path(m).name) if "/" in m else (runs, m) for m in (a, b)}
+    cells = {m: {s: cell_dir(where[m][0], f"{where[m][1]}-seed{s}") for s in seeds} for m in (a, b)}
     rows = {m: {s: evaluation(c, split, iteration) for s, c in cells[m].items()} for m in (a, b)}
     won = {m: {s: task_outcomes(cells[m][s], r["iteration"], split) for s, r in rows[m].items()} for m in (a, b)}
     complete = all(w for m in won.values() for w in m.values())
@@ -76,7 +83,7 @@ def contrast(runs: Path | Sequence[Path], a: str, b: str, seeds: range, split: s
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("runs", type=Path, nargs="+", help="runs folders (their seeds pooled)")
+    ap.add_argument("runs", type=Path, nargs="*", help="runs folders (their seeds pooled)")
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--seeds", required=True, help="FIRST-LAST")

@@ -71,3 +71,12 @@ def test_pooled_folders_and_the_shared_head_of_the_panels(tmp_path):
         pc.contrast([one, two], "a", "b", range(0, 2), "valid_seen", tasks=8)
     with pytest.raises(SystemExit, match="no cell a-seed2"):
         pc.contrast([one, two], "a", "b", range(0, 3), "valid_seen")
+
+
+def test_a_method_named_with_its_folder_pairs_one_method_across_two_comparisons(tmp_path):
+    one, two = tmp_path / "one", tmp_path / "two"
+    _cell(one, "grpo-seed0", [(8, "valid_seen", "1110")])
+    _cell(two, "grpo-seed0", [(8, "valid_seen", "1000")])
+    c = pc.contrast([two], str(one / "grpo"), str(two / "grpo"), range(0, 1), "valid_seen")
+    assert c["seeds"]["per_seed"] == pytest.approx({0: 0.5})
+    assert c["tasks"] == paired_task_bootstrap({0: "1110"}, {0: "1000"})
