@@ -76,7 +76,7 @@ def expert_demonstrations(env_name: str, env_kwargs: dict[str, Any], task_ids: l
                     break
                 text = build_step_prompt(title, env.task_description, obs, history, step, history_length,
                                          env.admissible_actions(), env.instruction, env.prompt_style)
-                frames = env.observation_images() if getattr(env, "returns_images", False) else []
+                frames = list(env.observation_images())  # [] for a text observation
                 rows.append({"messages": step_messages(text), "response": env.format_response(expert),
                              "task_id": task_id, "step": step} | ({"images": frames} if frames else {}))
                 action = expert
