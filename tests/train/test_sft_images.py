@@ -15,8 +15,16 @@ from seedrl.eval.evaluate import play_once
 from seedrl.models.loading import load_model, load_tokenizer
 from seedrl.models.prefix import train_forward
 from seedrl.rollout.backends import HFBackend
-from seedrl.train.sft import (decision_entropy, encode_rows, expert_demonstrations, greedy_responder,
-                              policy_demonstrations, run_sft, sft_train, tokenize_pairs)
+from seedrl.train.sft import (
+    decision_entropy,
+    encode_rows,
+    expert_demonstrations,
+    greedy_responder,
+    policy_demonstrations,
+    run_sft,
+    sft_train,
+    tokenize_pairs,
+)
 
 PIXELS = {"dim": [5, 5], "mode": "rgb_array"}
 

@@ -11,8 +11,8 @@ values that every ``load`` resets, the object-id counter and the seed of Scala's
 engine saves and restores them per session whenever it switches sessions (:class:`SessionGlobals`),
 so each episode runs as if it had the JVM to itself.
 
-A JVM is started through py4j's ``launch_gateway`` with the env's ``-Xmx``, :data:`DEFAULT_JVM_OPTIONS`
-and the user's options. Gold paths are generated in the background on one more JVM per pool (the
+A JVM is started with py4j's ``launch_gateway`` command, the env's ``-Xmx``, :data:`DEFAULT_JVM_OPTIONS`
+and the user's options; a JVM not up within :data:`START_TIMEOUT_S` is killed. Gold paths are generated in the background on one more JVM per pool (the
 *gold engine*, one at a time, cached per task and variation). A call that fails while it runs (the
 JVM dies, a py4j/socket error, or no answer within the timeout, after which the JVM is killed)
 raises :class:`EngineDied`; a Java exception in a live engine raises :class:`EngineCallError`.
@@ -27,6 +27,7 @@ import logging
 import os
 import queue
 import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -59,17 +60,20 @@ class EngineCallError(SeedRLError):
     """A call raised inside a live engine (a Java exception): the session is unusable."""
 
 
-def _java_path() -> str | None:
+def _java_path() -> str:
     """The java to run: ``$JAVA_HOME/bin/java`` if set (py4j's rule), else ``java`` on PATH."""
     home = os.environ.get("JAVA_HOME")
     if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
-        return None  # py4j resolves JAVA_HOME itself
+        return os.path.join(home, "bin", "java")
     if shutil.which("java"):
         return "java"
     raise SeedRLError(f"ScienceWorld needs Java 17 but no java is on PATH and JAVA_HOME is unset; install it: {INSTALL_HINT}")
 
 
 _RANDOM_MULTIPLIER = 0x5DEECE66D
+
+#: seconds a JVM gets from its launch to a loaded ScienceWorld jar (a cold start takes ~2 s)
+START_TIMEOUT_S = 120.0
 
 
 class SessionGlobals:
@@ -97,6 +101,7 @@ class Engine:
         self.proc: Any = None
         self.gateway: Any = None
         self._watchdog_reason: str | None = None
+        self._stderr_reader: threading.Thread | None = None
         self.owner: SessionGlobals | None = None  # the session whose globals the JVM holds now
         self._globals: tuple[Any, Any, Any] | None = None  # (UniqueIdentifier, java.util.Random, its seed field)
         self.switches = 0
@@ -107,7 +112,13 @@ class Engine:
 
     def start(self) -> None:
         try:
-            from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
+            from py4j.java_gateway import (
+                GatewayParameters,
+                JavaGateway,
+                OutputConsumer,
+                ProcessConsumer,
+                find_jar_path,
+            )
             from scienceworld.constants import BASEPATH, JAR_PATH
         except ImportError as e:
             self._fail_start(f"the scienceworld env needs the scienceworld package ({e}); install it: {INSTALL_HINT}")
@@ -115,24 +126,54 @@ class Engine:
         # py4j logs every refused connection with a traceback at ERROR; the failures it reports are
         # handled here and reported once, as one line
         logging.getLogger("py4j").setLevel(logging.CRITICAL)
+        timer = None
         try:
-            java = _java_path()
-            port, proc = launch_gateway(classpath=JAR_PATH, javaopts=self.javaopts, die_on_exit=True, cwd=BASEPATH,
-                                        return_proc=True, redirect_stderr=self.stderr, java_path=java)
-            self.proc = proc
-            self.gateway = JavaGateway(gateway_parameters=GatewayParameters(port=port, auto_field=True,
+            # py4j's launch_gateway command (its jar, then ScienceWorld's; --die-on-broken-pipe: the
+            # JVM exits with this process), started here rather than by launch_gateway, whose
+            # readline of the port waits forever for a JVM that never prints it: a start gets
+            # START_TIMEOUT_S, then the JVM is killed (its stdout ends, the start fails in one line)
+            cmd = [_java_path(), "-classpath", os.pathsep.join((find_jar_path(), JAR_PATH)), *self.javaopts,
+                   "py4j.GatewayServer", "--die-on-broken-pipe", "0"]
+            self.proc = proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                stderr=subprocess.PIPE, cwd=BASEPATH)
+            self._stderr_reader = OutputConsumer(self.stderr, proc.stderr, daemon=True)
+            self._stderr_reader.start()
+            timer = threading.Timer(START_TIMEOUT_S, self._start_watchdog)
+            timer.daemon = True
+            timer.start()
+            line = proc.stdout.readline()
+            if not line.strip().isdigit():
+                proc.kill()
+                proc.wait(10)
+                raise SeedRLError(self._start_failure(f"the JVM printed no gateway port ({self._exit_reason()})"))
+            OutputConsumer(collections.deque(maxlen=0), proc.stdout, daemon=True).start()  # read and dropped
+            ProcessConsumer(proc, [], daemon=True).start()  # closes the pipes when the JVM exits
+            self.gateway = JavaGateway(gateway_parameters=GatewayParameters(port=int(line), auto_field=True,
                                                                             auto_close=True), java_process=proc)
             self.gateway.jvm.scienceworld.runtime.pythonapi.PythonInterface  # noqa: B018 - the jar loads
         except SeedRLError as e:
             self._fail_start(str(e))
             raise
         except Exception as e:
-            tail = self.stderr_tail()
-            self._fail_start(f"could not start ScienceWorld's JVM ({type(e).__name__}: {str(e).strip()[:200]}"
-                             f"{'; java said: ' + tail if tail else ''}); it needs {INSTALL_HINT}")
+            self._fail_start(self._start_failure(f"{type(e).__name__}: {str(e).strip()[:200]}"))
             raise SeedRLError(self.dead) from None
+        finally:
+            if timer is not None:
+                timer.cancel()
         log.info("ScienceWorld engine %s started (pid %s, %s)", self.label, self.pid, " ".join(self.javaopts))
         self.ready.set()
+
+    def _start_watchdog(self) -> None:
+        self._watchdog_reason = f"it did not start within {START_TIMEOUT_S:g}s and was killed"
+        log.warning("ScienceWorld engine %s: %s", self.label, self._watchdog_reason)
+        self.proc.kill()
+
+    def _start_failure(self, what: str) -> str:
+        if self.proc is not None and self.proc.poll() is not None and self._stderr_reader is not None:
+            self._stderr_reader.join(2.0)  # what a JVM that exited said is read to its end
+        tail = self.stderr_tail()
+        return (f"could not start ScienceWorld's JVM ({self._watchdog_reason or what}"
+                f"{'; java said: ' + tail if tail else ''}); it needs {INSTALL_HINT}")
 
     def _fail_start(self, reason: str) -> None:
         self.dead = reason

@@ -53,8 +53,8 @@ that every ``load`` resets, the object-id counter (object equality is by id) and
 Scala's global Random (bees, wandering animals, genetics); the engine saves and restores them per
 session whenever it switches sessions, so each episode runs as if it had the JVM to itself.
 
-The JVM is started by this module through py4j's ``launch_gateway`` (ScienceWorld's own wrapper
-passes no JVM options) with ``-Xmx<jvm_heap>`` (default ``512m``), :data:`DEFAULT_JVM_OPTIONS`
+The JVM is started by this module with py4j's ``launch_gateway`` command (ScienceWorld's own wrapper
+passes no JVM options; a start gets 120 s, then the JVM is killed) with ``-Xmx<jvm_heap>`` (default ``512m``), :data:`DEFAULT_JVM_OPTIONS`
 (serial GC, exit on OutOfMemoryError, ``--add-opens java.base/java.util`` for the Random seed) and
 ``jvm_options``; they come after ``JAVA_TOOL_OPTIONS`` on the command line, so they win over it.
 Gold paths are generated in the background on one more JVM (the *gold engine*, one at a time,
