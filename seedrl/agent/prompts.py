@@ -11,6 +11,11 @@ Layouts (``style``, an env's :attr:`~seedrl.envs.base.Env.prompt_style`):
 - ``seedrl`` (this project's, what every env and every trained model so far uses): the task line at
   every step, history items as ``[Observation k:\n<obs>\nAction k: <act>]``, admissible actions
   joined by ", ";
+- ``seedrl_observation_last``: ``seedrl``'s lines in another order, everything that does not change
+  within an episode first (title, task line, admissible actions, closing instruction) and the history
+  and current observation last, so a batch's prompts share all their instructions as one prefix (the
+  shared-prefix passes run it once; under ``seedrl`` the text after the board is paid per sample). A
+  CPU layout for ``make demo`` (sokoban's ``prompt_style`` option), not a reference one;
 - ``verl_agent`` (the structure of verl-agent's ALFWORLD_TEMPLATE_NO_HIS / ALFWORLD_TEMPLATE, as its
   ``AlfWorldEnvironmentManager`` fills them; ALFWorld's default): step 0 has no task line of its own:
   the task sentence ends the first observation, on its own line after a blank line, as ALFWorld's
@@ -55,7 +60,7 @@ INSTRUCTION = (
 )
 INVALID_ACTION_TEXT = "(invalid action)"
 #: the step-prompt layouts (see the module docstring)
-PROMPT_STYLES = ("seedrl", "verl_agent", "verl_agent_search", "verl_agent_webshop")
+PROMPT_STYLES = ("seedrl", "seedrl_observation_last", "verl_agent", "verl_agent_search", "verl_agent_webshop")
 #: the ``verl_agent_search`` layout's history preamble (verl-agent's SEARCH_TEMPLATE)
 SEARCH_HISTORY_INTRO = ("Below is the interaction history where <search> </search> wrapped your past search "
                         "queries and <information> </information> wrapped the corresponding search results "
@@ -91,9 +96,10 @@ def build_step_prompt(
     if style == "verl_agent_webshop":
         return _verl_agent_webshop_prompt(env_title, task_description, observation, history, step_index,
                                           history_length, admissible_actions, instruction)
-    if style != "seedrl":
+    if style not in ("seedrl", "seedrl_observation_last"):
         raise ValueError(f"unknown prompt style {style!r}; known: {', '.join(PROMPT_STYLES)}")
-    lines = [f"You are an expert agent playing {env_title}.", TASK_PREFIX + task_description.strip()]
+    head = [f"You are an expert agent playing {env_title}.", TASK_PREFIX + task_description.strip()]
+    lines: list[str] = []
     recent = list(history)[-history_length:] if history_length > 0 else []
     if step_index > 0 and recent:
         lines.append(
@@ -108,11 +114,11 @@ def build_step_prompt(
     else:
         lines.append("Your current observation is:")
     lines.append(observation.strip())
-    if admissible_actions:
-        lines.append("Your admissible actions of the current situation are: [" + ", ".join(admissible_actions) + "].")
-    lines.append("")
-    lines.append(instruction or INSTRUCTION)
-    return "\n".join(lines)
+    actions = (["Your admissible actions of the current situation are: [" + ", ".join(admissible_actions) + "]."]
+               if admissible_actions else [])
+    if style == "seedrl_observation_last":
+        return "\n".join([*head, *actions, "", instruction or INSTRUCTION, "", *lines])
+    return "\n".join([*head, *lines, *actions, "", instruction or INSTRUCTION])
 
 
 def _verl_agent_prompt(env_title: str, task_description: str, observation: str, history: Sequence[HistoryItem],

@@ -107,3 +107,46 @@ def test_penalty_follows_the_rule(format_valid, action_valid, hit_format, hit_ad
     assert penalized(s, "format") is hit_format and penalized(s, "admissible") is hit_admissible
     with pytest.raises(ValueError):
         penalized(s, "strict")
+
+
+# -- seedrl_observation_last: the same lines, the episode's part last ---------------------------------------
+def _obs_last_pair(history_length: int = 2):
+    from seedrl.agent.prompts import HistoryItem, build_step_prompt
+
+    hist = [HistoryItem("board A", "up"), HistoryItem("board B", None)]
+    args = ("sokoban", "push every box onto a target.", "board C", hist, 2, history_length, ["up", "down"])
+    return build_step_prompt(*args), build_step_prompt(*args, style="seedrl_observation_last")
+
+
+def test_observation_last_has_seedrls_lines_with_the_episode_last() -> None:
+    plain, last = _obs_last_pair()
+    assert sorted(x for x in plain.splitlines() if x) == sorted(x for x in last.splitlines() if x)
+    assert last.endswith("\nboard C") and plain.endswith("</action> tags.")
+    turn = last.index("Now it's your turn to")
+    # every line that changes within an episode comes after the closing instruction
+    for varying in ("Prior to this step", "[Observation 1:", "Action 2: (invalid action)", "your current observation is:"):
+        assert last.index(varying) > turn, varying
+    assert last.index("Your admissible actions") < turn
+
+
+def test_observation_last_prompts_of_different_states_share_every_instruction_line() -> None:
+    from seedrl.agent.prompts import build_step_prompt
+
+    a, b = (build_step_prompt("sokoban", "push.", obs, [], 0, 0, ["up"], style="seedrl_observation_last")
+            for obs in ("# P X O #", "# X P O #"))
+    shared = len(a) - len("# P X O #")
+    assert a[:shared] == b[:shared] and a[:shared].endswith("Your current observation is:\n")
+
+
+def test_sokoban_prompt_style_option_reaches_the_prompt_and_leaves_the_panel() -> None:
+    from seedrl.envs.panels import build_panel
+    from seedrl.envs.registry import make_env
+    from seedrl.errors import SeedRLError
+
+    kw = {"dim": [5, 5], "unseen_dim": [6, 6]}
+    assert make_env("sokoban", **kw).prompt_style == "seedrl"
+    assert make_env("sokoban", **kw, prompt_style="seedrl_observation_last").prompt_style == "seedrl_observation_last"
+    plain = build_panel("sokoban", "valid_seen", **kw)
+    assert build_panel("sokoban", "valid_seen", **kw, prompt_style="seedrl_observation_last").hash == plain.hash
+    with pytest.raises(SeedRLError, match="seedrl_observation_last"):
+        make_env("sokoban", **kw, prompt_style="observation_first")

@@ -520,6 +520,8 @@ class SokobanConfig(EnvOptions):
     """
 
     env_name: ClassVar[str] = "sokoban"
+    #: the step prompt's layout never changes which rooms a panel holds: not part of the panel hash
+    local: ClassVar[frozenset[str]] = frozenset({"prompt_style"})
 
     dim: IntPair = Field((6, 6), description="[width, height] with integers 3..30, or one integer for a square room")
     num_boxes: Int = Field(1, ge=1, le=20, description="an integer 1..20")
@@ -535,6 +537,12 @@ class SokobanConfig(EnvOptions):
     #: ``rgb_array``: verl-agent's pixel Sokoban, the board as an image (:func:`render_rgb`) and no text
     #: board or coordinates in the observation
     mode: Literal["text", "rgb_array"] = Field("text", description="text or rgb_array")
+    #: ``seedrl_observation_last``: the same step prompt with the board after the instructions, so every
+    #: prompt of a batch shares all its instructions as one prefix (``make demo``'s CPU layout;
+    #: :mod:`seedrl.agent.prompts`)
+    prompt_style: Literal["seedrl", "seedrl_observation_last"] = Field(
+        "seedrl", description="seedrl (this project's layout, the default) or seedrl_observation_last (the same "
+                              "lines, the board last)")
 
     def identity(self) -> dict[str, Any]:
         """The text mode's identity leaves ``mode`` out, so every panel hash from before pixel mode stands."""
@@ -593,6 +601,7 @@ class SokobanEnv(Env):
         super().__init__()
         self.config = SokobanConfig.from_kwargs(env_kwargs)
         self.returns_images = self.config.mode == "rgb_array"
+        self.prompt_style = self.config.prompt_style
         self._state: SokobanState | None = None
         self._initial: SokobanState | None = None
         self._history: list[_Step] = []
