@@ -169,6 +169,10 @@ class RolloutConfig(_Strict):
     top_p: Annotated[float, Field(gt=0, le=1)] = 1.0
     max_new_tokens: PosInt = 64
     max_prompt_tokens: PosInt = 2048
+    #: hf: the tokens every prompt of a generate call begins with (the instructions) run once and their
+    #: KV cache is copied into every row (seedrl.rollout.backends.HFBackend); the same tokens up to float
+    #: rounding. vllm caches shared prefixes itself
+    shared_prefix: bool = False
 
 
 class APIAnalyzerConfig(_Strict):

@@ -85,11 +85,16 @@ class HFBackend:
     ``bf16``: generate under bf16 autocast (the run's compute precision, ``model.precision``), so
     rollouts, analysis and evaluation compute as the trainer's scoring passes do. ``preallocate``:
     hand ``generate`` a cache that fills preallocated buffers (:mod:`seedrl.models.kvcache`; the same
-    tokens, faster); False keeps transformers' own (``benchmarks/analysis_speed.py`` times both)."""
+    tokens, faster); False keeps transformers' own (``benchmarks/analysis_speed.py`` times both).
+    ``shared_prefix`` (``rollout.shared_prefix``): the tokens every prompt of a call begins with run once,
+    their KV cache copied into each row's (:meth:`_shared_head`); the rest of each prompt follows after
+    its left pads. The same logits up to float rounding (the head's attention is the same; its matmuls
+    run at batch size 1)."""
 
-    def __init__(self, model, tokenizer, bf16: bool = False, preallocate: bool = True) -> None:
+    def __init__(self, model, tokenizer, bf16: bool = False, preallocate: bool = True,
+                 shared_prefix: bool = False) -> None:
         self.model = model
-        self.bf16, self.preallocate = bf16, preallocate
+        self.bf16, self.preallocate, self.shared_prefix = bf16, preallocate, shared_prefix
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.pad_token_id
         self.eos_ids = {tokenizer.eos_token_id}
@@ -138,12 +143,16 @@ class HFBackend:
         if not prompts:
             return []
         device = next(self.model.parameters()).device
-        width = max(len(p) for p in prompts)
+        vision = _is_vision(self.model) or (images is not None and any(x is not None for x in images))
+        head = self._shared_head(prompts) if self.shared_prefix and not vision else 0
+        width = head + max(len(p) - head for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            input_ids[i, width - len(p):] = torch.tensor(p)
-            attention[i, width - len(p):] = 1
+        for i, p in enumerate(prompts):  # [head, left pads, the rest of the prompt]
+            input_ids[i, :head] = torch.tensor(p[:head], dtype=torch.long)
+            attention[i, :head] = 1
+            input_ids[i, width - len(p) + head:] = torch.tensor(p[head:], dtype=torch.long)
+            attention[i, width - len(p) + head:] = 1
         recorder = _RecordLogprobs() if params.logprobs else None
         processors = [recorder] if recorder is not None else []
         if _is_vision(self.model):  # a vision token in a response would read as an image placeholder
@@ -185,6 +194,8 @@ class HFBackend:
         devices = [device] if device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices), autocast(device, self.bf16):
             torch.manual_seed(seed)
+            if head:
+                cache = self._head_cache(input_ids[:1, :head].to(device), len(prompts), cache)
             # Explicit values override the model's generation_config (Qwen ships top_k=20,
             # temperature 0.7, repetition_penalty 1.05): any processor HF adds would run before the
             # recorder and bias the recorded log-probs. Temperature/top-p are ours, after it.
@@ -212,6 +223,36 @@ class HFBackend:
             lp = logps[r, :n].tolist() if logps is not None else []
             results.append(Generation(ids, lp, self.tokenizer.decode(ids), reason))
         return results
+
+
+    def _shared_head(self, prompts: list[list[int]]) -> int:
+        """How many leading tokens every prompt shares and :meth:`generate` runs once: 0 for a single
+        prompt or fewer than ``MIN_SHARED_PREFIX`` shared tokens; each prompt keeps at least one token
+        after it (the first forward of ``generate`` needs one)."""
+        from seedrl.models.prefix import MIN_SHARED_PREFIX, common_prefix_len
+
+        if len(prompts) < 2:
+            return 0
+        head = min(len(p) for p in prompts) - 1
+        for p in prompts[1:]:
+            head = min(head, common_prefix_len(prompts[0], p))
+        return head if head >= MIN_SHARED_PREFIX else 0
+
+    def _head_cache(self, head_ids: torch.Tensor, rows: int, cache):
+        """A cache holding the forward of ``head_ids`` ``[1, P]`` once, copied into each of ``rows`` rows
+        (into ``cache`` when given: the preallocated one; else a ``DynamicCache``)."""
+        from transformers import DynamicCache
+
+        from seedrl.models.prefix import _cache_tensors
+
+        one = DynamicCache(config=self.model.config)
+        self.model(input_ids=head_ids, use_cache=True, logits_to_keep=1, **{cache_kwarg(self.model): one})
+        kv = _cache_tensors(one)
+        if cache is None:
+            cache = DynamicCache(config=self.model.config)
+        for i, (k, v) in enumerate(kv):
+            cache.layers[i].update(k.expand(rows, -1, -1, -1).contiguous(), v.expand(rows, -1, -1, -1).contiguous())
+        return cache
 
 
 class _Suppress:
@@ -242,16 +283,17 @@ BACKENDS = ("hf", "vllm")
 
 
 def backend_options(rollout) -> dict:
-    """The backend's keyword options from a run's ``rollout`` config section (its ``vllm_*`` keys)."""
+    """The backend's keyword options from a run's ``rollout`` config section (its ``vllm_*`` keys; for hf,
+    ``shared_prefix``: vLLM caches shared prefixes itself)."""
     if getattr(rollout, "backend", "hf") != "vllm":
-        return {}
+        return {"shared_prefix": True} if getattr(rollout, "shared_prefix", False) else {}
     return {k[len("vllm_"):]: v for k, v in rollout.model_dump().items() if k.startswith("vllm_")}
 
 
 def make_backend(name: str, model, tokenizer, bf16: bool = False, seed: int = 0, **options) -> GenerationBackend:
     """``options``: :func:`backend_options` (the vLLM engine's settings); ``seed``: the engine's."""
     if name == "hf":
-        return HFBackend(model, tokenizer, bf16=bf16)
+        return HFBackend(model, tokenizer, bf16=bf16, **options)
     if name == "vllm":
         from seedrl.rollout.vllm_backend import VLLMBackend
 
