@@ -11,7 +11,9 @@ log-probs as the PPO ratio's denominator and each distinct (prompt, response) pa
 adds ``optim.split_distinct`` (every copy of a sample in one mini-batch: each distinct sample runs
 once per epoch; another split of the same batch, so not the same update bit for bit). ``+prefix``
 adds ``optim.shared_prefix`` (each prompt prefix that samples share run once, in the scoring passes and
-the update's forward/backward: the same log-probs and gradients up to float rounding). Prints the
+the update's forward/backward: the same log-probs and gradients up to float rounding); ``+gen`` adds
+``rollout.shared_prefix`` (the prompts' common head run once in generation: the same tokens up to float
+rounding). Prints the
 per-stage seconds per iteration, episodes per second and the speed-up as a markdown block for
 benchmarks/RESULTS.md. Run it on a quiet machine: a second process on two cores halves either number.
 
@@ -44,6 +46,8 @@ VARIANTS = {
     "fast+split": ["optim.old_logp=rollout", "optim.dedupe=true", "optim.split_distinct=true"],
     "fast+split+prefix": ["optim.old_logp=rollout", "optim.dedupe=true", "optim.split_distinct=true",
                           "optim.shared_prefix=true"],
+    "fast+split+prefix+gen": ["optim.old_logp=rollout", "optim.dedupe=true", "optim.split_distinct=true",
+                              "optim.shared_prefix=true", "rollout.shared_prefix=true"],
 }
 SEED = ["algo.name=seed", "skills.analyzer=self"]
 
