@@ -224,14 +224,22 @@ class HFBackend:
             results.append(Generation(ids, lp, self.tokenizer.decode(ids), reason))
         return results
 
-
     def _shared_head(self, prompts: list[list[int]]) -> int:
         """How many leading tokens every prompt shares and :meth:`generate` runs once: 0 for a single
-        prompt or fewer than ``MIN_SHARED_PREFIX`` shared tokens; each prompt keeps at least one token
-        after it (the first forward of ``generate`` needs one)."""
+        prompt, fewer than ``MIN_SHARED_PREFIX`` shared tokens, or a model whose cache has other than
+        full-attention layers (a sliding window would not keep the head); each prompt keeps at least
+        one token after it (the first forward of ``generate`` needs one)."""
+        from transformers.cache_utils import DynamicCache, DynamicLayer
+
         from seedrl.models.prefix import MIN_SHARED_PREFIX, common_prefix_len
 
         if len(prompts) < 2:
+            return 0
+        try:
+            layers = DynamicCache(config=self.model.config).layers
+        except (TypeError, ValueError, AttributeError):
+            return 0
+        if not layers or any(type(x) is not DynamicLayer for x in layers):
             return 0
         head = min(len(p) for p in prompts) - 1
         for p in prompts[1:]:

@@ -82,3 +82,14 @@ def test_rollout_shared_prefix_reaches_the_hf_backend(tiny_model, tiny_tokenizer
     opts = backend_options(RolloutConfig(shared_prefix=True))
     assert make_backend("hf", tiny_model, tiny_tokenizer, **opts).shared_prefix
     assert not make_backend("hf", tiny_model, tiny_tokenizer, **backend_options(RolloutConfig())).shared_prefix
+
+
+def test_a_sliding_window_model_is_not_shared(tiny_tokenizer):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(vocab_size=len(tiny_tokenizer) + 64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, use_sliding_window=True, sliding_window=8,
+                      max_window_layers=0, layer_types=["sliding_attention", "sliding_attention"])
+    model = Qwen2ForCausalLM(cfg).eval()
+    shared = HFBackend(model, tiny_tokenizer, shared_prefix=True)
+    assert shared._shared_head(_prompts(tiny_tokenizer)) == 0
