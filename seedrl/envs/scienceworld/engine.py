@@ -12,8 +12,9 @@ engine saves and restores them per session whenever it switches sessions (:class
 so each episode runs as if it had the JVM to itself.
 
 A JVM is started with py4j's ``launch_gateway`` command, the env's ``-Xmx``, :data:`DEFAULT_JVM_OPTIONS`
-and the user's options; a JVM not up within :data:`START_TIMEOUT_S` is killed. Gold paths are generated in the background on one more JVM per pool (the
-*gold engine*, one at a time, cached per task and variation). A call that fails while it runs (the
+and the user's options; a JVM not up within :data:`START_TIMEOUT_S` is killed. Gold paths are generated
+in the background on one more JVM per pool (the *gold engine*, one at a time, cached per task and
+variation). A call that fails while it runs (the
 JVM dies, a py4j/socket error, or no answer within the timeout, after which the JVM is killed)
 raises :class:`EngineDied`; a Java exception in a live engine raises :class:`EngineCallError`.
 The env module's docstring describes how episodes use them.
