@@ -79,11 +79,11 @@ def layer_class():
     return PreallocatedLayer
 
 
-def preallocated_cache(model, capacity: int):
-    """A ``DynamicCache`` for ``model`` whose layers hold ``capacity`` positions (prompt width plus
-    ``max_new_tokens``) without copying as they fill; None where it does not apply (module docstring)."""
-    layer = layer_class()
-    if layer is None:
+def full_attention_cache(model):
+    """transformers' ``DynamicCache`` for ``model`` when every layer of it is a plain full-attention
+    ``DynamicLayer`` (what :func:`preallocated_cache` and a shared prompt head rely on: every position
+    is kept); None for sliding-window or linear-attention layers or a transformers without per-layer caches."""
+    if layer_class() is None:
         return None
     from transformers.cache_utils import DynamicCache, DynamicLayer
 
@@ -93,5 +93,13 @@ def preallocated_cache(model, capacity: int):
         return None
     if not getattr(cache, "layers", None) or any(type(x) is not DynamicLayer for x in cache.layers):
         return None
-    cache.layers = [layer(capacity) for _ in cache.layers]
+    return cache
+
+
+def preallocated_cache(model, capacity: int):
+    """A ``DynamicCache`` for ``model`` whose layers hold ``capacity`` positions (prompt width plus
+    ``max_new_tokens``) without copying as they fill; None where it does not apply (module docstring)."""
+    cache = full_attention_cache(model)
+    if cache is not None:
+        cache.layers = [layer_class()(capacity) for _ in cache.layers]
     return cache

@@ -15,7 +15,7 @@ from typing import Protocol
 import torch
 
 from seedrl.errors import SeedRLError, unknown_name
-from seedrl.models.kvcache import cache_kwarg, preallocated_cache
+from seedrl.models.kvcache import cache_kwarg, full_attention_cache, preallocated_cache
 from seedrl.models.precision import autocast
 
 
@@ -143,8 +143,7 @@ class HFBackend:
         if not prompts:
             return []
         device = next(self.model.parameters()).device
-        vision = _is_vision(self.model) or (images is not None and any(x is not None for x in images))
-        head = self._shared_head(prompts) if self.shared_prefix and not vision else 0
+        head = self._shared_head(prompts) if self.shared_prefix and not _is_vision(self.model) else 0
         width = head + max(len(p) - head for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -195,7 +194,7 @@ class HFBackend:
         with torch.random.fork_rng(devices=devices), autocast(device, self.bf16):
             torch.manual_seed(seed)
             if head:
-                cache = self._head_cache(input_ids[:1, :head].to(device), len(prompts), cache)
+                cache = self._head_cache(prompts[0][:head], len(prompts), cache)
             # Explicit values override the model's generation_config (Qwen ships top_k=20,
             # temperature 0.7, repetition_penalty 1.05): any processor HF adds would run before the
             # recorder and bias the recorded log-probs. Temperature/top-p are ours, after it.
@@ -229,37 +228,24 @@ class HFBackend:
         prompt, fewer than ``MIN_SHARED_PREFIX`` shared tokens, or a model whose cache has other than
         full-attention layers (a sliding window would not keep the head); each prompt keeps at least
         one token after it (the first forward of ``generate`` needs one)."""
-        from transformers.cache_utils import DynamicCache, DynamicLayer
-
         from seedrl.models.prefix import MIN_SHARED_PREFIX, common_prefix_len
 
-        if len(prompts) < 2:
-            return 0
-        try:
-            layers = DynamicCache(config=self.model.config).layers
-        except (TypeError, ValueError, AttributeError):
-            return 0
-        if not layers or any(type(x) is not DynamicLayer for x in layers):
+        if len(prompts) < 2 or full_attention_cache(self.model) is None:
             return 0
         head = min(len(p) for p in prompts) - 1
         for p in prompts[1:]:
             head = min(head, common_prefix_len(prompts[0], p))
         return head if head >= MIN_SHARED_PREFIX else 0
 
-    def _head_cache(self, head_ids: torch.Tensor, rows: int, cache):
-        """A cache holding the forward of ``head_ids`` ``[1, P]`` once, copied into each of ``rows`` rows
-        (into ``cache`` when given: the preallocated one; else a ``DynamicCache``)."""
-        from transformers import DynamicCache
+    def _head_cache(self, head: list[int], rows: int, cache):
+        """A cache holding the forward of ``head`` once (:func:`~seedrl.models.prefix.prefix_cache`), copied
+        into each of ``rows`` rows (into ``cache`` when given: the preallocated one)."""
+        from seedrl.models.prefix import prefix_cache
 
-        from seedrl.models.prefix import _cache_tensors
-
-        one = DynamicCache(config=self.model.config)
-        self.model(input_ids=head_ids, use_cache=True, logits_to_keep=1, **{cache_kwarg(self.model): one})
-        kv = _cache_tensors(one)
-        if cache is None:
-            cache = DynamicCache(config=self.model.config)
-        for i, (k, v) in enumerate(kv):
-            cache.layers[i].update(k.expand(rows, -1, -1, -1).contiguous(), v.expand(rows, -1, -1, -1).contiguous())
+        kv, _ = prefix_cache(self.model, [head], self.pad_id, self.bf16)  # a full-attention cache: _shared_head
+        cache = full_attention_cache(self.model) if cache is None else cache
+        for layer, (k, v) in zip(cache.layers, kv):
+            layer.update(k.expand(rows, -1, -1, -1).contiguous(), v.expand(rows, -1, -1, -1).contiguous())
         return cache
 
 
