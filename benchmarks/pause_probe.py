@@ -14,6 +14,7 @@ not a layout: the filler is patched into ``build_step_prompt`` for this process 
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 
 import seedrl.agent.prompts as prompts
@@ -34,7 +35,7 @@ def main() -> None:
 
     def with_pause(*a, **kw):
         text = plain(*a, **kw)
-        style = kw.get("style", a[8] if len(a) > 8 else "seedrl")
+        style = inspect.signature(plain).bind(*a, **kw).arguments.get("style", "seedrl")
         return text + filler if style == "seedrl_observation_last" else text
 
     sft.build_step_prompt = runner.build_step_prompt = with_pause
