@@ -23,6 +23,10 @@ also runs the SEED twin (that config with the same ``--set`` overrides and ``ski
 policy writes its skills) with the last variant's options and writes the issue-44 summary: ``grpo_speedup`` (episodes/s of the last variant over
 ``baseline``), ``seed_over_grpo`` (a SEED iteration's seconds over the same variant's GRPO iteration),
 ``cpu`` (model name and capability), the command, the commit and every variant's stage table.
+``--seed-model PATH`` runs that pair, the SEED twin and a GRPO twin of the last variant, from a Stage-1
+start that writes skills (README, "SEED on a CPU"): a start that never closes a skill's JSON runs every
+analysis to ``skills.max_new_tokens`` and writes no skill, so the teacher re-scores nothing, which is not
+the cost of SEED. The table then also shows the analyzer's parse rate and answer length.
 """
 
 from __future__ import annotations
@@ -73,6 +77,10 @@ def summarize(rows: list[dict]) -> dict[str, float]:
     out["total"] = total
     out["episodes_per_s"] = sum(r["sampling/episodes"] for r in rows) / (total * n)
     out["unique_sample_frac"] = sum(r.get("rollout/unique_sample_frac", 1.0) for r in rows) / n
+    if any("skills/parse_rate" in r for r in rows):  # a SEED run: did the analyzer write skills, and how long
+        out["parse_rate"] = sum(r.get("skills/parse_rate", 0.0) for r in rows) / n
+        answers = sum(r["sampling/episodes"] for r in rows)
+        out["completion_tokens"] = sum(r.get("skills/completion_tokens", 0) for r in rows) / answers
     return out
 
 
@@ -83,6 +91,9 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], dest="overrides")
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma-separated, from: " + ", ".join(VARIANTS))
     ap.add_argument("--seed", metavar="CONFIG", help="also time this SEED twin (self-analyzer) on the last variant")
+    ap.add_argument("--seed-model", metavar="PATH",
+                    help="run the SEED twin, and a GRPO twin of the last variant to divide it by, from this model "
+                         "(a Stage-1 start that writes skills); without it both come from --set model.name")
     ap.add_argument("--summary", type=Path, help="write the speed summary JSON here")
     args = ap.parse_args()
     names = args.variants.split(",")
@@ -91,11 +102,15 @@ def main() -> None:
     cfg = load_config(TrainConfig, args.config, args.overrides)
     episodes = cfg.rollout.tasks_per_batch * cfg.rollout.group_size
     runs = {name: (args.config, VARIANTS[name]) for name in names}
+    stage1 = [f"model.name={args.seed_model}"] if args.seed_model else []
+    grpo_twin = f"grpo, Stage-1 start ({names[-1]})" if args.seed_model else names[-1]
+    if args.seed and args.seed_model:
+        runs[grpo_twin] = (args.config, [*VARIANTS[names[-1]], *stage1])
     if args.seed:
-        runs[f"seed ({names[-1]})"] = (args.seed, [*VARIANTS[names[-1]], *SEED])
+        runs[f"seed ({names[-1]})"] = (args.seed, [*VARIANTS[names[-1]], *SEED, *stage1])
     res = {}
     for name, (path, extra) in runs.items():
-        rows = run(path, args.iterations, [*args.overrides, *extra])
+        rows = run(path, args.iterations, [*args.overrides, *extra])  # extra last: the Stage-1 start wins
         for r in rows:
             r.setdefault("sampling/episodes", episodes)
         res[name] = summarize(rows)
@@ -115,12 +130,16 @@ def main() -> None:
     for name in [n for n in names if n != "baseline"] if base else []:
         print(f"\nspeed-up (episodes/s, {name} / baseline): {res[name]['episodes_per_s'] / base['episodes_per_s']:.2f}x")
     seed = res.get(f"seed ({names[-1]})")
+    seed_sha = weight_fingerprint(Path(args.seed_model))[0] if args.seed_model else start_sha
     if seed:
-        print(f"\nseed / grpo seconds per iteration ({names[-1]}): {seed['total'] / res[names[-1]]['total']:.2f}x")
+        print(f"\nseed / grpo seconds per iteration ({grpo_twin}; start sha256 {seed_sha}): "
+              f"{seed['total'] / res[grpo_twin]['total']:.2f}x; the analyzer parsed {seed['parse_rate']:.2f} of its "
+              f"answers, {seed['completion_tokens']:.0f} tokens each on average")
     if args.summary:
         args.summary.parent.mkdir(parents=True, exist_ok=True)
         out = {"grpo_speedup": res[names[-1]]["episodes_per_s"] / base["episodes_per_s"] if base else None,
-               "seed_over_grpo": seed["total"] / res[names[-1]]["total"] if seed else None,
+               "seed_over_grpo": seed["total"] / res[grpo_twin]["total"] if seed else None,
+               "seed_start_sha256": seed_sha if seed else None,
                "cpu": cpu_name(), "torch_threads": torch.get_num_threads(), "command": command,
                "commit": commit, "start_sha256": start_sha, "iterations": args.iterations, "variants": res}
         args.summary.write_text(json.dumps(out, indent=2) + "\n")

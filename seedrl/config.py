@@ -212,6 +212,11 @@ class SkillsConfig(_Strict):
     min_words: NonNegInt = 5
     #: trajectories analysed per generate call by the self analyzer
     batch_size: PosInt = 64
+    #: the self analyzer's calls by size instead: prompts longest first, a call's rows x (its longest
+    #: prompt + max_new_tokens) within this budget (and at most batch_size rows), so prompts of like
+    #: length share a call and little of its left-padded batch is padding (the same greedy skills up to
+    #: float rounding). None: batch_size trajectories a call, in order
+    batch_tokens: PosInt | None = None
     #: OPID step-level skills: the analyzer also names critical steps ({"step", "skill"} entries of a
     #: ``step_skills`` list), and those steps are re-scored with only their ``**Critical-Step Skill**``
     #: block ("critical-first" routing); every other step keeps the episode skill. Off = SEED's

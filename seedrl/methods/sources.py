@@ -28,7 +28,8 @@ def make_analyzer(cfg: TrainConfig, backend, tokenizer, bf16: bool = False, sour
         return SelfAnalyzer(backend, tokenizer, s.max_new_tokens, s.max_prompt_tokens, s.max_obs_chars,
                             s.min_words, batch_size=s.batch_size, seed=cfg.seed,
                             bf16=bf16, step_skills=s.step_skills,
-                            max_step_skills=s.max_step_skills, analysis_prompt=s.analysis_prompt)
+                            max_step_skills=s.max_step_skills, analysis_prompt=s.analysis_prompt,
+                            batch_tokens=s.batch_tokens)
     if s.analyzer == "api":
         from seedrl.skills.analyzers.api import APIAnalyzer
 

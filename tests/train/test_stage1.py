@@ -152,3 +152,47 @@ def test_analyze_plays_every_task_type_and_records_the_counts(tmp_path, monkeypa
     assert again["task_types"] == s["task_types"]
     first = stage1.run_analyze(cfg, tmp_path / "f.jsonl", tasks=7, rollouts=1, task_sampling="first")
     assert first["task_types"] == {"hop1": 7}
+
+
+def test_the_readmes_sokoban_stage1_command_keeps_the_oracles_answers():
+    """The README's "SEED on a CPU" recipe labels sokoban trajectories with the oracle for the tiny
+    tokenizer: its answers run 114-162 tokens, over the default cap (half of the preset's
+    skills.max_new_tokens, 100), which dropped every row. The command's --max-target-tokens must keep
+    the oracle's answers (wins, deadlocks, wandering) and stay under what the self-analyzer may generate."""
+    import random
+    import re
+    from pathlib import Path
+
+    from seedrl.config import TrainConfig, load_config
+    from seedrl.envs.registry import make_env
+    from seedrl.models.loading import load_tokenizer
+    from seedrl.skills.analyzers.oracle import OracleAnalyzer
+    from seedrl.skills.prompts import skill_target
+    from tests.envs.helpers import play_scripted
+
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    section = readme[readme.index("### SEED on a CPU"):]
+    command = section[section.index("seedrl analyze --config configs/sokoban_seed.yaml"):].split("\n\n")[0]
+    cap = re.search(r"--max-target-tokens (\d+)", command)
+    assert cap, "the README's sokoban Stage-1 command sets no --max-target-tokens"
+    cap = int(cap.group(1))
+    cfg = load_config(TrainConfig, root / "configs/sokoban_seed.yaml", ["model.name=tiny-3m"])
+    assert cap < cfg.skills.max_new_tokens
+    tok = load_tokenizer(cfg.model.name)
+    env = make_env("sokoban", **cfg.env.kwargs)
+    rng = random.Random(0)
+    lengths = []
+    for n, tid in enumerate(type(env).panel_task_ids("train", 12, **cfg.env.kwargs)):
+        env.reset(tid)
+        plan = []
+        while (a := env.expert_action()) is not None and len(plan) < cfg.env.max_steps:
+            plan.append(a)
+            env.step(a)
+        actions = plan if n % 3 == 0 else [rng.choice(["up", "down", "left", "right"]) for _ in range(cfg.env.max_steps)]
+        traj = play_scripted(env, actions, lambda tid=tid: env.reset(tid), tid)
+        [r] = OracleAnalyzer(env_name="sokoban").analyze([traj])
+        assert r.skill, r.error
+        lengths.append(len(tok(skill_target(r.summary or "", r.skill), add_special_tokens=False)["input_ids"]))
+    assert max(lengths) <= cap, lengths
+    assert max(lengths) > cfg.skills.max_new_tokens // 2  # the default cap would drop them

@@ -20,6 +20,8 @@ over the limit loses its oldest steps with their images, never a part of one.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from seedrl.models.precision import autocast
 from seedrl.rollout.backends import Generation, GenerationBackend, SamplingParams
 from seedrl.rollout.runner import encode_messages
@@ -38,16 +40,40 @@ def _device_type(backend: GenerationBackend) -> str:
         return "cpu"
 
 
+def plan_calls(lengths: Sequence[int], batch_size: int, batch_tokens: int | None,
+               max_new_tokens: int) -> list[list[int]]:
+    """The analyzer's ``generate`` calls for prompts of ``lengths`` tokens, each a list of prompt indices.
+
+    ``batch_tokens`` None: ``batch_size`` prompts a call, in trajectory order. Otherwise the prompts are
+    taken longest first and a call grows while its rows x (its longest prompt + ``max_new_tokens``), the
+    positions its left-padded batch computes, stays within ``batch_tokens`` (and at most ``batch_size``
+    rows; a prompt alone over the budget is a call of its own): prompts of like length share a call, so
+    little is padding, and a call stops decoding at its own longest answer."""
+    n = len(lengths)
+    if batch_tokens is None:
+        return [list(range(i, min(i + batch_size, n))) for i in range(0, n, batch_size)]
+    calls: list[list[int]] = []
+    for i in sorted(range(n), key=lambda j: (-lengths[j], j)):
+        call = calls[-1] if calls else []
+        width = lengths[call[0]] + max_new_tokens if call else 0  # the call's first prompt is its longest
+        if not call or len(call) == batch_size or (len(call) + 1) * width > batch_tokens:
+            calls.append([i])
+        else:
+            call.append(i)
+    return calls
+
+
 class SelfAnalyzer:
     name = "self"
 
     def __init__(self, backend: GenerationBackend, tokenizer, max_new_tokens: int = 256,
                  max_prompt_tokens: int = 4096, max_obs_chars: int | None = None, min_words: int = 5,
                  batch_size: int = 32, seed: int = 0, bf16: bool = False, step_skills: bool = False,
-                 max_step_skills: int = 5, analysis_prompt: str = "seed") -> None:
+                 max_step_skills: int = 5, analysis_prompt: str = "seed", batch_tokens: int | None = None) -> None:
         self.backend, self.tokenizer = backend, tokenizer
         self.max_new_tokens, self.max_prompt_tokens = max_new_tokens, max_prompt_tokens
         self.max_obs_chars, self.min_words, self.batch_size, self.seed = max_obs_chars, min_words, batch_size, seed
+        self.batch_tokens = batch_tokens
         self.bf16 = bf16
         self.step_skills, self.max_step_skills = step_skills, max_step_skills
         if analysis_prompt not in STEP_BASE:
@@ -135,12 +161,14 @@ class SelfAnalyzer:
         # Only the text is read: no per-step log-probs (SamplingParams.logprobs).
         params = SamplingParams(max_new_tokens=self.max_new_tokens, greedy=True,
                                 stop=[']}'] if self.step_skills else ['"}'], logprobs=False)
-        gens: list[Generation] = []
-        for start in range(0, len(prompts), self.batch_size):
-            chunk = slice(start, start + self.batch_size)
+        gens: list[Generation | None] = [None] * len(prompts)
+        for call in plan_calls([len(p) for p in prompts], self.batch_size, self.batch_tokens, self.max_new_tokens):
+            batch = [prompts[i] for i in call]
             with self._precision():
-                if images is not None and any(x is not None for x in images[chunk]):
-                    gens += self.backend.generate(prompts[chunk], params, seed=self.seed, images=images[chunk])
+                if images is not None and any(images[i] is not None for i in call):
+                    out = self.backend.generate(batch, params, seed=self.seed, images=[images[i] for i in call])
                 else:
-                    gens += self.backend.generate(prompts[chunk], params, seed=self.seed)
+                    out = self.backend.generate(batch, params, seed=self.seed)
+            for i, g in zip(call, out):
+                gens[i] = g
         return gens
