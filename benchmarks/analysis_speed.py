@@ -11,6 +11,10 @@ shared machine's load drift out of the ratio):
 - **after**: the defaults, a cache that fills preallocated buffers (``seedrl.models.kvcache``) and no
   log-probs (``SamplingParams.logprobs=False``).
 
+With ``--batch-tokens N`` the pair is instead **in order** (``skills.batch_size`` trajectories a call,
+in trajectory order) against **by size** (``skills.batch_tokens=N``: prompts longest first, a call's
+rows x width within N), both on the current generation path.
+
 It prints a markdown table (seconds per run, the before/after ratio of each pair) and fails if the two ever
 write different skill text: greedy analysis must be bit-identical. A model that writes skills (a
 Stage-1 start) stops at ``"}``; an untrained one runs every answer to ``skills.max_new_tokens``.
@@ -21,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -57,6 +62,7 @@ def main() -> None:
     ap.add_argument("--config", default="configs/household_seed.yaml")
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--batch-tokens", type=int, help="time calls in order against calls by size with this budget")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         cfg = load_config(TrainConfig, args.config, [*args.overrides, "skills.analyzer=self", f"run_dir={d}",
@@ -64,11 +70,15 @@ def main() -> None:
         tr = Trainer(cfg)
         trajs = tr.collect({})
         s = cfg.skills
-        backends = {"before": _RecordingBackend(tr.backend), "after": tr.backend}
+        if args.batch_tokens:
+            pair = {"in order": (tr.backend, None), "by size": (tr.backend, args.batch_tokens)}
+        else:
+            pair = {"before": (_RecordingBackend(tr.backend), s.batch_tokens), "after": (tr.backend, s.batch_tokens)}
         analyzers = {k: SelfAnalyzer(b, tr.tokenizer, s.max_new_tokens, s.max_prompt_tokens, s.max_obs_chars,
                                      s.min_words, batch_size=s.batch_size, seed=cfg.seed, bf16=tr.precision.bf16,
-                                     analysis_prompt=s.analysis_prompt)
-                     for k, b in backends.items()}
+                                     analysis_prompt=s.analysis_prompt, batch_tokens=bt)
+                     for k, (b, bt) in pair.items()}
+        first, second = pair
         seconds: dict[str, list[float]] = {k: [] for k in analyzers}
         texts: dict[str, list[str]] = {}
         for _ in range(args.pairs):
@@ -77,26 +87,26 @@ def main() -> None:
                 seconds[k].append(dt)
                 texts[k] = [r.raw for r in rs]
                 tokens = [r.completion_tokens for r in rs]
-            if texts["before"] != texts["after"]:
-                raise SystemExit("before and after wrote different skill text: the speed-up changed the analysis")
+            if texts[first] != texts[second]:
+                raise SystemExit(f"{first} and {second} wrote different skill text: the speed-up changed the analysis")
         tr.close()
     git, m = git_state(), machine_info()
     start = Path(cfg.model.name)
-    print(f"command: python benchmarks/analysis_speed.py --config {args.config} --pairs {args.pairs} "
-          + " ".join(f"--set {o}" for o in args.overrides))
+    print("command: python " + " ".join(sys.argv))
     print(f"start: {cfg.model.name} (sha256 {weight_fingerprint(start)[0] if start.is_dir() else None})")
     print(f"commit: {git['commit']}{' (dirty)' if git['dirty'] else ''}; machine: {m['cpu_model']}, "
           f"{m['cpu_bf16']}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, bf16 {tr.precision.bf16}; {len(trajs)} trajectories, "
-          f"batch_size {s.batch_size}, max_new_tokens {s.max_new_tokens}\n")
-    prompt_tokens = [len(a) for a in map(analyzers["after"].prompt_ids, trajs)]
+          f"batch_size {s.batch_size}, max_new_tokens {s.max_new_tokens}, parsed "
+          f"{sum(r.skill is not None for r in rs)}\n")
+    prompt_tokens = [len(a) for a in map(analyzers[second].prompt_ids, trajs)]
     print(f"prompt tokens: mean {statistics.mean(prompt_tokens):.0f}, max {max(prompt_tokens)}; completion "
           f"tokens: {sum(tokens)} (mean {statistics.mean(tokens):.0f}, max {max(tokens)})\n")
     print("| analysis | median s | all runs (s) |\n|---|---|---|")
     for k, xs in seconds.items():
         print(f"| {k} | {statistics.median(xs):.2f} | {', '.join(f'{x:.2f}' for x in xs)} |")
-    ratios = [b / a for b, a in zip(seconds["before"], seconds["after"])]
-    print(f"\nbefore / after, median of the pairs' ratios: {statistics.median(ratios):.2f}x "
+    ratios = [b / a for b, a in zip(seconds[first], seconds[second])]
+    print(f"\n{first} / {second}, median of the pairs' ratios: {statistics.median(ratios):.2f}x "
           f"({', '.join(f'{r:.2f}' for r in ratios)}); identical skill text: yes")
 
 
