@@ -11,8 +11,9 @@ with the switch off and on: ``old`` (the Scorer's own pass over the step samples
 them, as a teacher batch of a method that scores both), and ``update``: the update's forward and backward
 over the distinct samples in micro-batches cut from their prompt-sorted order (``optim.shared_prefix``
 runs each micro-batch as a tree, :func:`seedrl.models.prefix.prompt_tree`; "groups" is then the number of
-micro-batches that ran as a tree). Prints, per pass, the samples, the mean prompt
-and response tokens, the groups the planner formed, the tokens the forwards run with each path (a
+micro-batches that ran as a tree; for the scoring passes, the plan
+``shared_prefix_logprobs`` takes: one level of groups or prompt-sorted trees). Prints, per pass, the samples, the mean prompt
+and response tokens, the plan (groups or trees), the tokens the forwards run with each path (a
 count, padding excluded), the median seconds of ``--repeats`` runs of each path and the largest
 difference between their log-probs, as a markdown block for benchmarks/RESULTS.md. Run it on a quiet
 machine: a second process on two cores halves either time.
@@ -31,7 +32,13 @@ import torch
 
 from seedrl.config import TrainConfig, load_config
 from seedrl.methods.teacher import teacher_prompt_ids
-from seedrl.models.prefix import plan_shared_prefixes, prompt_tree, shared_prefix_forward, tokens_run
+from seedrl.models.prefix import (
+    plan_shared_prefixes,
+    plan_tree_scoring,
+    prompt_tree,
+    shared_prefix_forward,
+    tokens_run,
+)
 from seedrl.models.scoring import forward_logprobs, pack, unalign
 from seedrl.train.scoring import unique_pairs
 from seedrl.train.trainer import Trainer
@@ -130,7 +137,7 @@ def main() -> None:
                          args.repeats) for on in (False, True)}
         plain_tok, tree_tok, trees = tree_tokens(chunks)
         rows.append(("update", len(distinct), statistics.mean(len(s.prompt_ids) for s in distinct),
-                     statistics.mean(len(s.response_ids) for s in distinct), trees, plain_tok, tree_tok,
+                     statistics.mean(len(s.response_ids) for s in distinct), f"{trees} trees", plain_tok, tree_tok,
                      res[False][0], res[True][0], max_diff(res[False][1], res[True][1])))
         for name, (fn, prompts, responses) in passes.items():
             res = {}
@@ -139,8 +146,12 @@ def main() -> None:
                 res[on] = timed(fn, args.repeats)
             groups = plan_shared_prefixes(prompts, responses)
             plain_tok, shared_tok = tokens_run(prompts, responses, groups)
+            trees, tree_tok = plan_tree_scoring(prompts, responses, cfg.optim.micro_batch_size)
+            plan = f"{len(groups)} groups"
+            if trees and (not groups or tree_tok < shared_tok):  # the plan shared_prefix_logprobs takes
+                plan, shared_tok = f"{len(trees)} trees", tree_tok
             rows.append((name, len(prompts), statistics.mean(len(p) for p in prompts),
-                         statistics.mean(len(r) for r in responses), len(groups), plain_tok, shared_tok,
+                         statistics.mean(len(r) for r in responses), plan, plain_tok, shared_tok,
                          res[False][0], res[True][0], max_diff(res[False][1], res[True][1])))
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"config {args.config} {' '.join('--set ' + o for o in args.overrides)}; model {cfg.model.name}, "
@@ -148,7 +159,7 @@ def main() -> None:
           f"{tr.precision.describe()}; {args.repeats} repeats (median); commit {commit}; "
           f"{platform.processor() or platform.machine()}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} thread(s)\n")
-    print("| pass | samples run | prompt tok | response tok | groups | tokens plain | tokens shared | plain s | "
+    print("| pass | samples run | prompt tok | response tok | plan | tokens plain | tokens shared | plain s | "
           "shared s | speed-up | max abs diff |")
     print("|---" * 11 + "|")
     for name, n, p, r, g, tp, ts, t0, t1, diff in rows:

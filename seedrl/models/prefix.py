@@ -14,6 +14,11 @@ saved, ``sum over groups (size - 1) * prefix length`` (:func:`plan_shared_prefix
 and every sample when no group forms, go through :func:`batched_logprobs` itself, so a batch with no
 shared prefix gets its result bit for bit.
 
+Where it runs fewer tokens, the scoring passes instead cut the prompt-sorted samples into micro-batches
+that each run as the update's tree (:func:`plan_tree_scoring`, :func:`prompt_tree`): two levels of
+sharing, the instructions every prompt begins with and then each distinct prompt (a group's step-0
+board, a trajectory's teacher prompt up to its response).
+
 Several groups' prefixes run as one left-padded batch (a "wave" of at most ``micro_batch_size``
 samples, groups taken in order of their longest continuation so that a wave's continuations pad little);
 a continuation micro-batch gathers its samples' rows of the wave's cache. The cache is a
@@ -211,6 +216,9 @@ def shared_prefix_logprobs(model, prompts: Sequence[Sequence[int]], responses: S
     forwards run under bf16 autocast, as in :func:`batched_logprobs`.
     """
     groups = plan_shared_prefixes(prompts, responses, min_prefix)
+    chunks, tree_tokens = plan_tree_scoring(prompts, responses, micro_batch_size, min_prefix)
+    if chunks and (not groups or tree_tokens < tokens_run(prompts, responses, groups)[1]):
+        return _tree_logprobs(model, prompts, responses, pad_id, chunks, bf16, min_prefix)
     if not groups:
         return batched_logprobs(model, prompts, responses, pad_id, micro_batch_size, bf16=bf16)
     # groups with continuations of like length share waves (a wave's continuations pad to its longest)
@@ -274,6 +282,49 @@ def extend_cache(model, kv: Sequence[tuple[torch.Tensor, torch.Tensor]], mask: t
               logits_to_keep=1, **{cache_kwarg(model): cache})
     grown = _cache_tensors(cache)
     return None if grown is None else (_zero_pads(grown, b.attention_mask), b.attention_mask)
+
+
+def plan_tree_scoring(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], micro_batch_size: int,
+                      min_prefix: int = MIN_SHARED_PREFIX) -> tuple[list[list[int]], int]:
+    """The scoring passes' other plan: the samples in prompt-sorted order, cut into micro-batches that each
+    run as the update's tree (:func:`prompt_tree`: the head they all share once, each distinct prompt once,
+    each sample's last prompt token and response). ``(micro-batches of sample indices, tokens run)``, padding
+    not counted (a micro-batch with no tree counts its plain tokens); no micro-batches when none forms a
+    tree. It beats :func:`plan_shared_prefixes` where the samples share more than one level (the
+    instructions of every prompt, then a group's board), which one level of groups cannot use."""
+    order = sorted(range(len(prompts)), key=lambda i: tuple(prompts[i]))
+    chunks = [order[k:k + micro_batch_size] for k in range(0, len(order), micro_batch_size)]
+    tokens, trees = 0, 0
+    for c in chunks:
+        ps, rs = [prompts[i] for i in c], [responses[i] for i in c]
+        t = prompt_tree(ps, rs, min_prefix)
+        if t is None:
+            tokens += sum(len(p) + len(r) for p, r in zip(ps, rs))
+            continue
+        head, distinct, _ = t
+        trees += 1
+        tokens += head + sum(len(u) - 1 - head for u in distinct) + sum(1 + len(r) for r in rs if len(r))
+    return (chunks if trees else []), tokens
+
+
+@torch.no_grad()
+def _tree_logprobs(model, prompts, responses, pad_id: int, chunks: list[list[int]], bf16: bool,
+                   min_prefix: int) -> list[torch.Tensor]:
+    """:func:`shared_prefix_logprobs` through :func:`plan_tree_scoring`'s micro-batches, each run by
+    :func:`shared_prefix_forward` without gradient."""
+    out: list[torch.Tensor | None] = [None] * len(prompts)
+    was_training = model.training
+    model.eval()
+    try:
+        for c in chunks:
+            rs = [responses[i] for i in c]
+            lp, _ = shared_prefix_forward(model, [prompts[i] for i in c], rs, pad_id, bf16=bf16, min_prefix=min_prefix)
+            for i, v in zip(c, unalign(lp, [len(r) for r in rs])):
+                out[i] = v
+    finally:
+        if was_training:
+            model.train()
+    return out  # type: ignore[return-value]
 
 
 def prompt_tree(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]],

@@ -14,6 +14,7 @@ from seedrl.models.prefix import (
     MIN_SHARED_PREFIX,
     common_prefix_len,
     plan_shared_prefixes,
+    plan_tree_scoring,
     prefix_cache,
     prompt_tree,
     shared_prefix_forward,
@@ -356,3 +357,38 @@ def test_zero_pads_clears_only_the_positions_the_mask_leaves_out():
         assert torch.isfinite(ok).all() and torch.isfinite(ov).all()
         assert (ok[0, :, :2] == 0).all() and (ov[0, :, :2] == 0).all()
         assert torch.equal(ok[0, :, 2:], ik[0, :, 2:]) and torch.equal(ov[1], iv[1])
+
+
+def test_the_tree_scoring_plan_on_a_hand_batch():
+    """Prompt-sorted micro-batches, each counted as the update's tree (head once, each distinct prompt
+    once, each sample's last prompt token and response); no micro-batches when none forms a tree."""
+    head = list(range(100, 150))
+    a, b = head + list(range(300, 340)), head + list(range(400, 440))  # 90 tokens, 50 shared
+    prompts, responses = [b, a, b, a], [[1], [2, 3], [4], [5]]
+    chunks, tokens = plan_tree_scoring(prompts, responses, 4)
+    assert chunks == [[1, 3, 0, 2]]  # a's before b's, input order within each
+    assert tokens == 50 + 2 * (90 - 1 - 50) + (2 + 3 + 2 + 2)
+    assert tokens < tokens_run(prompts, responses, plan_shared_prefixes(prompts, responses))[1] == 4 * 90 + 5 - 89 - 89
+    chunks, tokens = plan_tree_scoring(prompts, responses, 2)  # [a, a] and [b, b]: no shared head, still trees
+    assert chunks == [[1, 3], [0, 2]] and tokens == 2 * 89 + (3 + 2 + 2 + 2)
+    other = [list(range(500 + 90 * i, 590 + 90 * i)) for i in range(4)]  # nothing shared
+    assert plan_tree_scoring(other, responses, 4) == ([], 4 * 90 + 5)
+
+
+@pytest.mark.parametrize("mbs", [16, 20])
+def test_two_levels_of_sharing_take_the_tree_and_score_as_the_plain_path(model, tiny_tokenizer, mbs, monkeypatch):
+    """A played batch's shape: every prompt begins with the same instructions and each group of four
+    repeats its step-0 board, beside later steps. The tree plan runs fewer tokens than one level of groups,
+    so the scoring passes take it, and every sample's log-probs equal the plain path's within 1e-5."""
+    import seedrl.models.prefix as prefix_mod
+
+    prompts = [encode_messages(tiny_tokenizer, _messages(t, 0)) for t in range(4) for _ in range(4)]
+    prompts += [encode_messages(tiny_tokenizer, _messages(t, 1)) for t in range(4)]
+    responses = _responses(len(prompts), 3)
+    chunks, tokens = plan_tree_scoring(prompts, responses, mbs)
+    assert chunks and tokens < tokens_run(prompts, responses, plan_shared_prefixes(prompts, responses))[1]
+    assert sorted(i for c in chunks for i in c) == list(range(len(prompts))) and max(map(len, chunks)) <= mbs
+    taken, real = [], prefix_mod._tree_logprobs
+    monkeypatch.setattr(prefix_mod, "_tree_logprobs", lambda *a, **k: taken.append(1) or real(*a, **k))
+    _assert_matches_plain(model, prompts, responses, tiny_tokenizer.pad_token_id, mbs)
+    assert taken
