@@ -10,10 +10,9 @@ with the switch off and on: ``old`` (the Scorer's own pass over the step samples
 (every sample's prompt with a SEED skill block after the task line, plus the student prompts beside
 them, as a teacher batch of a method that scores both), and ``update``: the update's forward and backward
 over the distinct samples in micro-batches cut from their prompt-sorted order (``optim.shared_prefix``
-runs each micro-batch as a tree, :func:`seedrl.models.prefix.prompt_tree`; "groups" is then the number of
-micro-batches that ran as a tree; for the scoring passes, the plan
-``shared_prefix_logprobs`` takes: one level of groups or prompt-sorted trees). Prints, per pass, the samples, the mean prompt
-and response tokens, the plan (groups or trees), the tokens the forwards run with each path (a
+runs each micro-batch as a tree, :func:`seedrl.models.prefix.prompt_tree`). Prints, per pass, the samples,
+the mean prompt and response tokens, the plan (for the update, how many micro-batches ran as a tree; for
+the scoring passes, the one ``shared_prefix_logprobs`` takes: one level of groups or prompt-sorted trees), the tokens the forwards run with each path (a
 count, padding excluded), the median seconds of ``--repeats`` runs of each path and the largest
 difference between their log-probs, as a markdown block for benchmarks/RESULTS.md. Run it on a quiet
 machine: a second process on two cores halves either time.
@@ -35,7 +34,6 @@ from seedrl.methods.teacher import teacher_prompt_ids
 from seedrl.models.prefix import (
     plan_shared_prefixes,
     plan_tree_scoring,
-    prompt_tree,
     shared_prefix_forward,
     tokens_run,
 )
@@ -88,23 +86,6 @@ def update_pass(model, chunks, pad_id: int, bf16: bool, shared: bool) -> list[to
     return out
 
 
-def tree_tokens(chunks) -> tuple[int, int, int]:
-    """``(plain, tree, trees)``: the tokens the update's forwards run without and with sharing (padding not
-    counted) and how many micro-batches run as a tree."""
-    plain = tree = trees = 0
-    for prompts, responses in chunks:
-        n = sum(len(p) + len(r) for p, r in zip(prompts, responses))
-        plain += n
-        t = prompt_tree(prompts, responses)
-        if t is None:
-            tree += n
-            continue
-        head, distinct, _ = t
-        trees += 1
-        tree += head + sum(len(u) - 1 - head for u in distinct) + sum(1 + len(r) for r in responses)
-    return plain, tree, trees
-
-
 def max_diff(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max(((x - y).abs().max().item() for x, y in zip(a, b) if len(x)), default=0.0)
 
@@ -135,7 +116,10 @@ def main() -> None:
         chunks = update_chunks(distinct, cfg.optim.micro_batch_size)
         res = {on: timed(lambda on=on: update_pass(tr.model, chunks, tok.pad_token_id, tr.precision.bf16, on),
                          args.repeats) for on in (False, True)}
-        plain_tok, tree_tok, trees = tree_tokens(chunks)
+        # the update cuts its micro-batches from the same prompt-sorted order as the tree scoring plan
+        d_prompts, d_responses = [s.prompt_ids for s in distinct], [s.response_ids for s in distinct]
+        plain_tok = sum(len(p) + len(r) for p, r in zip(d_prompts, d_responses))
+        _, tree_tok, trees = plan_tree_scoring(d_prompts, d_responses, cfg.optim.micro_batch_size)
         rows.append(("update", len(distinct), statistics.mean(len(s.prompt_ids) for s in distinct),
                      statistics.mean(len(s.response_ids) for s in distinct), f"{trees} trees", plain_tok, tree_tok,
                      res[False][0], res[True][0], max_diff(res[False][1], res[True][1])))
@@ -146,10 +130,10 @@ def main() -> None:
                 res[on] = timed(fn, args.repeats)
             groups = plan_shared_prefixes(prompts, responses)
             plain_tok, shared_tok = tokens_run(prompts, responses, groups)
-            trees, tree_tok = plan_tree_scoring(prompts, responses, cfg.optim.micro_batch_size)
+            chunks, tree_tok, trees = plan_tree_scoring(prompts, responses, cfg.optim.micro_batch_size)
             plan = f"{len(groups)} groups"
-            if trees and (not groups or tree_tok < shared_tok):  # the plan shared_prefix_logprobs takes
-                plan, shared_tok = f"{len(trees)} trees", tree_tok
+            if chunks and (not groups or tree_tok < shared_tok):  # the plan shared_prefix_logprobs takes
+                plan, shared_tok = f"{trees} trees", tree_tok
             rows.append((name, len(prompts), statistics.mean(len(p) for p in prompts),
                          statistics.mean(len(r) for r in responses), plan, plain_tok, shared_tok,
                          res[False][0], res[True][0], max_diff(res[False][1], res[True][1])))

@@ -216,8 +216,8 @@ def shared_prefix_logprobs(model, prompts: Sequence[Sequence[int]], responses: S
     forwards run under bf16 autocast, as in :func:`batched_logprobs`.
     """
     groups = plan_shared_prefixes(prompts, responses, min_prefix)
-    chunks, tree_tokens = plan_tree_scoring(prompts, responses, micro_batch_size, min_prefix)
-    if chunks and (not groups or tree_tokens < tokens_run(prompts, responses, groups)[1]):
+    chunks, tree_cost, _ = plan_tree_scoring(prompts, responses, micro_batch_size, min_prefix)
+    if chunks and (not groups or tree_cost < tokens_run(prompts, responses, groups)[1]):
         return _tree_logprobs(model, prompts, responses, pad_id, chunks, bf16, min_prefix)
     if not groups:
         return batched_logprobs(model, prompts, responses, pad_id, micro_batch_size, bf16=bf16)
@@ -285,12 +285,12 @@ def extend_cache(model, kv: Sequence[tuple[torch.Tensor, torch.Tensor]], mask: t
 
 
 def plan_tree_scoring(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[int]], micro_batch_size: int,
-                      min_prefix: int = MIN_SHARED_PREFIX) -> tuple[list[list[int]], int]:
+                      min_prefix: int = MIN_SHARED_PREFIX) -> tuple[list[list[int]], int, int]:
     """The scoring passes' other plan: the samples in prompt-sorted order, cut into micro-batches that each
     run as the update's tree (:func:`prompt_tree`: the head they all share once, each distinct prompt once,
-    each sample's last prompt token and response). ``(micro-batches of sample indices, tokens run)``, padding
-    not counted (a micro-batch with no tree counts its plain tokens); no micro-batches when none forms a
-    tree. It beats :func:`plan_shared_prefixes` where the samples share more than one level (the
+    each sample's last prompt token and response). ``(micro-batches of sample indices, tokens run, how many
+    of them run as a tree)``, padding not counted (a micro-batch with no tree counts its plain tokens); no
+    micro-batches when none forms a tree. It beats :func:`plan_shared_prefixes` where the samples share more than one level (the
     instructions of every prompt, then a group's board), which one level of groups cannot use."""
     order = sorted(range(len(prompts)), key=lambda i: tuple(prompts[i]))
     chunks = [order[k:k + micro_batch_size] for k in range(0, len(order), micro_batch_size)]
@@ -298,13 +298,16 @@ def plan_tree_scoring(prompts: Sequence[Sequence[int]], responses: Sequence[Sequ
     for c in chunks:
         ps, rs = [prompts[i] for i in c], [responses[i] for i in c]
         t = prompt_tree(ps, rs, min_prefix)
-        if t is None:
-            tokens += sum(len(p) + len(r) for p, r in zip(ps, rs))
-            continue
-        head, distinct, _ = t
-        trees += 1
-        tokens += head + sum(len(u) - 1 - head for u in distinct) + sum(1 + len(r) for r in rs if len(r))
-    return (chunks if trees else []), tokens
+        trees += t is not None
+        tokens += tree_tokens(rs, t[0], t[1]) if t else sum(len(p) + len(r) for p, r in zip(ps, rs))
+    return (chunks if trees else []), tokens, trees
+
+
+def tree_tokens(responses: Sequence[Sequence[int]], head: int, distinct: Sequence[Sequence[int]]) -> int:
+    """The tokens :func:`shared_prefix_forward` runs for :func:`prompt_tree`'s ``(head, distinct)``: the head
+    once, each distinct prompt's rest less its last token once, each sample's last prompt token and response
+    (samples with an empty response run nothing)."""
+    return head + sum(len(u) - 1 - head for u in distinct) + sum(1 + len(r) for r in responses if len(r))
 
 
 @torch.no_grad()
@@ -349,8 +352,7 @@ def prompt_tree(prompts: Sequence[Sequence[int]], responses: Sequence[Sequence[i
         head = min(head, common_prefix_len(distinct[0], u))
     head = head if head >= max(1, min_prefix) and len(distinct) > 1 else 0
     plain = sum(len(prompts[i]) + len(responses[i]) for i in live)
-    tree = head + sum(len(u) - 1 - head for u in distinct) + sum(1 + len(responses[i]) for i in live)
-    return (head, distinct, row) if tree < plain else None
+    return (head, distinct, row) if tree_tokens(responses, head, distinct) < plain else None
 
 
 def _left_pad(x: torch.Tensor, width: int) -> torch.Tensor:

@@ -365,14 +365,14 @@ def test_the_tree_scoring_plan_on_a_hand_batch():
     head = list(range(100, 150))
     a, b = head + list(range(300, 340)), head + list(range(400, 440))  # 90 tokens, 50 shared
     prompts, responses = [b, a, b, a], [[1], [2, 3], [4], [5]]
-    chunks, tokens = plan_tree_scoring(prompts, responses, 4)
-    assert chunks == [[1, 3, 0, 2]]  # a's before b's, input order within each
+    chunks, tokens, trees = plan_tree_scoring(prompts, responses, 4)
+    assert chunks == [[1, 3, 0, 2]] and trees == 1  # a's before b's, input order within each
     assert tokens == 50 + 2 * (90 - 1 - 50) + (2 + 3 + 2 + 2)
     assert tokens < tokens_run(prompts, responses, plan_shared_prefixes(prompts, responses))[1] == 4 * 90 + 5 - 89 - 89
-    chunks, tokens = plan_tree_scoring(prompts, responses, 2)  # [a, a] and [b, b]: no shared head, still trees
-    assert chunks == [[1, 3], [0, 2]] and tokens == 2 * 89 + (3 + 2 + 2 + 2)
+    chunks, tokens, trees = plan_tree_scoring(prompts, responses, 2)  # [a, a] and [b, b]: no shared head, trees
+    assert chunks == [[1, 3], [0, 2]] and trees == 2 and tokens == 2 * 89 + (3 + 2 + 2 + 2)
     other = [list(range(500 + 90 * i, 590 + 90 * i)) for i in range(4)]  # nothing shared
-    assert plan_tree_scoring(other, responses, 4) == ([], 4 * 90 + 5)
+    assert plan_tree_scoring(other, responses, 4) == ([], 4 * 90 + 5, 0)
 
 
 @pytest.mark.parametrize("mbs", [16, 20])
@@ -385,7 +385,7 @@ def test_two_levels_of_sharing_take_the_tree_and_score_as_the_plain_path(model, 
     prompts = [encode_messages(tiny_tokenizer, _messages(t, 0)) for t in range(4) for _ in range(4)]
     prompts += [encode_messages(tiny_tokenizer, _messages(t, 1)) for t in range(4)]
     responses = _responses(len(prompts), 3)
-    chunks, tokens = plan_tree_scoring(prompts, responses, mbs)
+    chunks, tokens, _ = plan_tree_scoring(prompts, responses, mbs)
     assert chunks and tokens < tokens_run(prompts, responses, plan_shared_prefixes(prompts, responses))[1]
     assert sorted(i for c in chunks for i in c) == list(range(len(prompts))) and max(map(len, chunks)) <= mbs
     taken, real = [], prefix_mod._tree_logprobs
