@@ -97,6 +97,8 @@ def main() -> None:
     ap.add_argument("--summary", type=Path, help="write the speed summary JSON here")
     args = ap.parse_args()
     names = args.variants.split(",")
+    if args.seed_model and not args.seed:
+        ap.error("--seed-model names the start of the SEED twin: give --seed CONFIG as well")
     if unknown := [n for n in names if n not in VARIANTS]:
         ap.error(f"unknown variant(s) {', '.join(unknown)}; valid: {', '.join(VARIANTS)}")
     cfg = load_config(TrainConfig, args.config, args.overrides)
