@@ -3,13 +3,16 @@ pixel Sokoban from rendered demonstrations?
 
     python benchmarks/visual_probe.py overfit                 # 8 step-0 states, four different actions, 300 steps
     python benchmarks/visual_probe.py sft --size 3m --set run_dir=runs/visual_tiny/sft3m
+    python benchmarks/visual_probe.py sft --vision-init width --set run_dir=runs/visual_tiny/sft_init
 
 ``overfit`` trains the built-in tiny-qwen2.5-vl on the first step of 8 train rooms (the pixel prompt's text is
 the same in every state, so only the frame tells the actions apart) and prints the loss every 30 steps: the
 frames reach the loss if it falls near 0. ``sft`` runs ``seedrl sft`` with configs/sokoban_visual_tiny_sft.yaml
 and the overrides given, with ``--size 3m`` on a larger tiny model registered for this process only (the
 language model of tiny-3m, 6 layers x 160, under a 4-block, 64-wide vision tower; not a built-in: it did not
-learn either).
+learn either). ``--vision-init width`` initialises the vision tower and merger with std = the tower's
+width^-1/2 (the built-in keeps transformers' 0.02 there; its language model already uses width^-1/2, the
+fix ``tiny_config`` documents for text models), for this process only.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ def main() -> None:
     ap.add_argument("--size", choices=["tiny", "3m"], default="tiny")
     ap.add_argument("--set", action="append", default=[], help="an SFT config override (sft)")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--vision-init", choices=["hf", "width"], default="hf",
+                    help="the vision tower's init std: transformers' 0.02 (the built-in's) or its width^-1/2")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.probe == "overfit":
@@ -53,6 +58,16 @@ def main() -> None:
     from seedrl.train.sft import run_sft
 
     sets = list(args.set)
+    if args.vision_init == "width":
+        built_in = vision.tiny_vl_config
+
+        def width_init(name, tokenizer):
+            cfg = built_in(name, tokenizer)
+            cfg.vision_config.initializer_range = cfg.vision_config.hidden_size ** -0.5
+            cfg.initializer_range = cfg.text_config.initializer_range
+            return cfg
+
+        vision.tiny_vl_config = width_init
     if args.size == "3m":
         vision.TINY_VL_CONFIGS["tiny-qwen2.5-vl-3m"] = LARGER
         sets.append("model.name=tiny-qwen2.5-vl-3m")
