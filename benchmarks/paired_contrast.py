@@ -16,6 +16,14 @@ every evaluation's first N tasks only, the head that panels of different sizes s
     python benchmarks/paired_contrast.py runs/compare/seed_mechanism_s3 runs/compare/seed_mechanism_s3_confirm \
         seed+self_opd1 grpo --seeds 15-29 --tasks 96
 
+`--min-place-rank R` (household search) keeps only the games whose object lay in a receptacle class of rank R
+or beyond under the training prior (`household_by_place.place_rank`: 0 = the class a policy trained on train
+searches first), every evaluation filtered by its own task ids, which must then agree between the paired
+cells: the off-prior games a hindsight skill is about.
+
+    python benchmarks/paired_contrast.py runs/compare/seed_mechanism_s3_offprior seed+self_opd1 grpo \
+        --seeds 30-39 --min-place-rank 1
+
 A method written as FOLDER/METHOD is read from that folder only: the same method under two recipes, each its
 own comparison folder, paired by seed:
 
@@ -27,7 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from seedrl.experiments.compare import task_outcomes
@@ -48,6 +56,24 @@ def evaluation(cell: Path, split: str, iteration: int | None = None) -> dict:
     return at[-1]
 
 
+def task_ids(cell: Path, split: str, iteration: int) -> list[str]:
+    """The task ids of one evaluation, in panel order (``eval/iter_<it>_<split>.json``)."""
+    f = cell / "eval" / f"iter_{iteration:06d}_{split}.json"
+    if not f.exists():
+        raise SystemExit(f"{f} is missing: a task filter needs every evaluation's per-task outcomes")
+    return [t["task_id"] for t in json.loads(f.read_text())["tasks"]]
+
+
+def place_filter(min_rank: int) -> Callable[[str], bool]:
+    """Household games whose object's place ranks ``min_rank`` or beyond under the training prior."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("household_by_place", Path(__file__).with_name("household_by_place.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return lambda task_id: mod.place_rank(task_id) >= min_rank
+
+
 def cell_dir(runs: Sequence[Path], name: str) -> Path:
     """The cell ``name`` in the first of the ``runs`` folders that has it."""
     for r in runs:
@@ -57,10 +83,11 @@ def cell_dir(runs: Sequence[Path], name: str) -> Path:
 
 
 def contrast(runs: Path | Sequence[Path], a: str, b: str, seeds: range, split: str, iteration: int | None = None,
-             tasks: int | None = None) -> dict:
+             tasks: int | None = None, keep: Callable[[str], bool] | None = None) -> dict:
     """``a - b`` per seed (cells ``<runs>/<a>-seed<s>``, ``<runs>/<b>-seed<s>``) with the seeds-only interval
     and, where every evaluation kept its per-task outcomes, the seeds x tasks one (else None). ``tasks``: each
-    evaluation's first N tasks only (then every evaluation needs its per-task outcomes)."""
+    evaluation's first N tasks only (then every evaluation needs its per-task outcomes); ``keep``: only the tasks
+    whose id it accepts (after ``tasks``), the same ids in both cells of a seed, in the same order."""
     runs = [runs] if isinstance(runs, Path) else list(runs)
     where = {m: ([Path(m).parent], Path(m).name) if "/" in m else (runs, m) for m in (a, b)}
     cells = {m: {s: cell_dir(where[m][0], f"{where[m][1]}-seed{s}") for s in seeds} for m in (a, b)}
@@ -74,11 +101,25 @@ def contrast(runs: Path | Sequence[Path], a: str, b: str, seeds: range, split: s
         if short < tasks:
             raise SystemExit(f"--tasks {tasks}: an evaluation has only {short} tasks")
         won = {m: {s: w[:tasks] for s, w in won[m].items()} for m in won}
-        rate = {m: {s: w.count("1") / tasks for s, w in won[m].items()} for m in won}
+    if keep is not None:
+        if not complete:
+            raise SystemExit("a task filter needs every evaluation's per-task outcomes (eval/iter_*_<split>.json)")
+        ids = {m: {s: task_ids(cells[m][s], split, r["iteration"])[:len(won[m][s])] for s, r in rows[m].items()}
+               for m in won}
+        for s in seeds:
+            if ids[a][s] != ids[b][s]:
+                raise SystemExit(f"seed {s}: {a} and {b} were evaluated on different tasks; cannot pair them")
+        kept = {s: [i for i, t in enumerate(ids[a][s]) if keep(t)] for s in seeds}
+        if not all(kept.values()):
+            raise SystemExit("the task filter keeps no task of some evaluation")
+        won = {m: {s: "".join(w[i] for i in kept[s]) for s, w in won[m].items()} for m in won}
+    if tasks is not None or keep is not None:
+        rate = {m: {s: w.count("1") / len(w) for s, w in won[m].items()} for m in won}
     else:
         rate = {m: {s: r["success_rate"] for s, r in rows[m].items()} for m in rows}
     seeds_only = paired_difference_ci(rate[a], rate[b])
-    return {"seeds": seeds_only, "tasks": paired_task_bootstrap(won[a], won[b]) if complete else None}
+    return {"seeds": seeds_only, "tasks": paired_task_bootstrap(won[a], won[b]) if complete else None,
+            "games": {s: len(w) for s, w in won[a].items()} if complete else None}
 
 
 def main() -> None:
@@ -90,15 +131,21 @@ def main() -> None:
     ap.add_argument("--split", default="valid_seen")
     ap.add_argument("--iteration", type=int, default=None, help="the evaluation at this iteration (default: the last)")
     ap.add_argument("--tasks", type=int, default=None, help="each evaluation's first N tasks only")
+    ap.add_argument("--min-place-rank", type=int, default=None,
+                    help="household: only games whose object's place ranks R or beyond under the training prior")
     args = ap.parse_args()
     first, last = (int(x) for x in args.seeds.split("-"))
-    c = contrast(args.runs, args.a, args.b, range(first, last + 1), args.split, args.iteration, args.tasks)
+    keep = None if args.min_place_rank is None else place_filter(args.min_place_rank)
+    c = contrast(args.runs, args.a, args.b, range(first, last + 1), args.split, args.iteration, args.tasks, keep)
     d = list(c["seeds"]["per_seed"].values())
     lo, hi = c["seeds"]["ci95"]
     at = "final" if args.iteration is None else f"iteration {args.iteration}"
     tasks = (f"; seeds x tasks [{c['tasks']['ci95'][0]:+.3f}, {c['tasks']['ci95'][1]:+.3f}]" if c["tasks"]
              else "; no per-task outcomes for the seeds x tasks interval")
     head = f", first {args.tasks} tasks" if args.tasks else ""
+    if keep is not None:
+        n = sorted(set(c["games"].values()))
+        head += f", games with place rank >= {args.min_place_rank} ({'/'.join(map(str, n))} a seed)"
     print(f"{args.a} - {args.b}, {at} {args.split}{head}, seeds {args.seeds}: per seed "
           f"{', '.join(f'{x:+.3f}' for x in d)}; mean {c['seeds']['mean']:+.3f}, seeds only [{lo:+.3f}, {hi:+.3f}]"
           f"{tasks} ({sum(x > 0 for x in d)} of {len(d)} positive)")

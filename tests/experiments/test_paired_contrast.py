@@ -80,3 +80,40 @@ def test_a_method_named_with_its_folder_pairs_one_method_across_two_comparisons(
     c = pc.contrast([two], str(one / "grpo"), str(two / "grpo"), range(0, 1), "valid_seen")
     assert c["seeds"]["per_seed"] == pytest.approx({0: 0.5})
     assert c["tasks"] == paired_task_bootstrap({0: "1110"}, {0: "1000"})
+
+
+def _cell_ids(runs: Path, name: str, tasks: list[tuple[str, bool]]) -> None:
+    (runs / name / "eval").mkdir(parents=True)
+    (runs / name / "eval" / "iter_000008_valid_seen.json").write_text(
+        json.dumps({"tasks": [{"task_id": t, "won": w} for t, w in tasks]}))
+    (runs / name / "eval.jsonl").write_text(json.dumps(
+        {"iteration": 8, "split": "valid_seen", "success_rate": sum(w for _, w in tasks) / len(tasks)}) + "\n")
+
+
+def test_a_task_filter_pairs_only_the_kept_games(tmp_path):
+    # games "x*" are kept: a's lead is on them (+1 of 2), b's on the others; the whole panel is a tie
+    _cell_ids(tmp_path, "a-seed0", [("x1", True), ("y1", False), ("x2", False), ("y2", False)])
+    _cell_ids(tmp_path, "b-seed0", [("x1", False), ("y1", True), ("x2", False), ("y2", False)])
+    whole = pc.contrast(tmp_path, "a", "b", range(0, 1), "valid_seen")
+    kept = pc.contrast(tmp_path, "a", "b", range(0, 1), "valid_seen", keep=lambda t: t.startswith("x"))
+    assert whole["seeds"]["per_seed"] == pytest.approx({0: 0.0})
+    assert kept["seeds"]["per_seed"] == pytest.approx({0: 0.5}) and kept["games"] == {0: 2}
+    assert kept["tasks"] == paired_task_bootstrap({0: "10"}, {0: "00"})
+    with pytest.raises(SystemExit, match="keeps no task"):
+        pc.contrast(tmp_path, "a", "b", range(0, 1), "valid_seen", keep=lambda t: False)
+    _cell_ids(tmp_path, "a-seed1", [("x1", True), ("y1", False)])
+    _cell_ids(tmp_path, "b-seed1", [("y1", True), ("x1", False)])  # another order: not pairable
+    with pytest.raises(SystemExit, match="different tasks"):
+        pc.contrast(tmp_path, "a", "b", range(1, 2), "valid_seen", keep=lambda t: True)
+
+
+def test_the_place_filter_keeps_the_games_off_the_training_favourite():
+    from seedrl.envs.panels import build_panel
+
+    ids = build_panel("household", "valid_seen", 60).task_ids
+    spec = importlib.util.spec_from_file_location("hp", Path(__file__).parents[2] / "benchmarks" / "household_by_place.py")
+    hp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hp)
+    off = pc.place_filter(1)
+    assert [t for t in ids if off(t)] == [t for t in ids if hp.place_rank(t) >= 1]
+    assert 0 < sum(map(off, ids)) < len(ids)
