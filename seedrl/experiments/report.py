@@ -29,7 +29,7 @@ from seedrl.experiments.stats import (
 STAGE_ORDER = ("rollout", "old_logp", "ref_logp", "analysis", "rescore", "advantage", "update", "eval", "checkpoint")
 DIAG_SHOWN = ("skills/parse_rate", "skills/signal_frac", "teacher/delta_mean", "teacher/delta_pos_frac",
               "teacher/delta_p10", "teacher/delta_p50", "teacher/delta_p90", "teacher/delta_abs_gradw",
-              "teacher/adv_agree_gradw", "teacher/outcome_agree_gradw", "teacher/delta_tail_frac",
+              "teacher/adv_agree_gradw", "teacher/adv_agree_pgw", "teacher/outcome_agree_gradw", "teacher/delta_tail_frac",
               "teacher/delta_mean_adv_pos", "teacher/delta_mean_adv_neg", "opd/gate_mean")
 
 

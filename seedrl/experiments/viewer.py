@@ -49,7 +49,7 @@ RUN_CHARTS = (
     ("Skills", ("skills/signal_frac", "skills/parse_rate", "teacher/delta_pos_frac", "teacher/delta_tail_frac",
                 "opd/gate_mean")),
     # does the skill move the teacher the way the advantage / the episode's outcome points (+1) or against it (-1)
-    ("Teacher shift agrees with", ("teacher/adv_agree_gradw", "teacher/outcome_agree_gradw")),
+    ("Teacher shift agrees with", ("teacher/adv_agree_gradw", "teacher/adv_agree_pgw", "teacher/outcome_agree_gradw")),
     # the share of self-written skills whose facts the env's oracle confirms (envs with the check)
     ("Skill facts agree with the oracle", ("skills/fact_agreement", "skills/fact_agreement_success",
                                            "skills/fact_agreement_failure")),

@@ -68,7 +68,7 @@ def _light(trajs: list[Trajectory]) -> list[Trajectory]:
 
 
 def shift_stats(delta: torch.Tensor, old_logp: torch.Tensor, adv_sign: torch.Tensor,
-                outcome_sign: torch.Tensor | None = None) -> dict[str, float]:
+                outcome_sign: torch.Tensor | None = None, adv_abs: torch.Tensor | None = None) -> dict[str, float]:
     """How far the skill moves the teacher, over the response tokens that carry a teacher signal.
 
     Shapes ``[N]`` each: ``delta = teacher_logp - old_logp`` per token, the token's ``old_logp``, and the
@@ -84,7 +84,11 @@ def shift_stats(delta: torch.Tensor, old_logp: torch.Tensor, adv_sign: torch.Ten
     episode's outcome instead of its advantage. The two part where GRPO's advantage is not the outcome:
     in a group whose episodes all won or all lost, mean_std normalisation turns the invalid-action
     penalty alone into unit-size advantages of either sign (``adv/uniform_group_mass``), which a skill
-    about the task cannot predict. Empty input: no statistics."""
+    about the task cannot predict. ``adv_abs`` (``[N]``, optional: the size of the token's advantage) adds
+    ``adv_agree_pgw``, the agreement with the advantage's sign weighted by the policy gradient's own weight
+    ``|A| * (1 - p_old)`` times ``|delta|``: ``adv_agree_gradw`` counts a tiny penalty-made advantage's sign
+    (``adv_norm: mean`` in an all-lost group) as fully as a win's, so it can sit near 0 while the teacher
+    pushes where GRPO pushes hardest. Empty input: no statistics."""
     if not len(delta):
         return {}
     delta, w = delta.float(), 1.0 - old_logp.float().exp()
@@ -101,6 +105,10 @@ def shift_stats(delta: torch.Tensor, old_logp: torch.Tensor, adv_sign: torch.Ten
     mass = delta.abs() * w * adv_sign.abs()
     if float(mass.sum()) > 0:
         out["teacher/adv_agree_gradw"] = float((mass * delta.sign() * adv_sign).sum() / mass.sum())
+    if adv_abs is not None:
+        mass = delta.abs() * w * adv_abs.float()
+        if float(mass.sum()) > 0:
+            out["teacher/adv_agree_pgw"] = float((mass * delta.sign() * adv_sign).sum() / mass.sum())
     if outcome_sign is not None:
         mass = delta.abs() * w * outcome_sign.abs()
         if float(mass.sum()) > 0:
@@ -128,10 +136,11 @@ def teacher_metrics(results: list[AnalysisResult], samples: list[StepSample], ol
         delta = torch.cat([teacher_logp[i] for i in keep]) - old
         lens = torch.tensor([len(old_logp[i]) for i in keep])
         sign = torch.sign(adv[keep].float()).repeat_interleave(lens)
+        size = adv[keep].float().abs().repeat_interleave(lens)
         outcome = None
         if won is not None:
             outcome = torch.tensor([1.0 if won[samples[i].traj_id] else -1.0 for i in keep]).repeat_interleave(lens)
-        out |= shift_stats(delta, old, sign, outcome)
+        out |= shift_stats(delta, old, sign, outcome, size)
     return out
 
 

@@ -87,6 +87,25 @@ def test_teacher_outcome_agreement_reads_the_episode_not_the_advantage():
     assert "teacher/outcome_agree_gradw" not in teacher_metrics([], samples, old, teacher, torch.ones(2), adv)
 
 
+def test_the_policy_gradient_weighted_agreement_counts_each_advantage_by_its_size():
+    """``teacher/adv_agree_pgw`` weighs the agreement by ``|A|`` as well: a tiny penalty-made advantage of
+    the other sign (an all-lost group under ``adv_norm: mean``) barely counts, while ``adv_agree_gradw``
+    counts its sign as fully as a win's. By hand, with the weights of the tests above."""
+    from seedrl.skills.analyzers.base import AnalysisResult
+
+    old = [torch.tensor([0.5, 1.0]).log(), torch.tensor([0.75, 0.75, 0.5]).log()]
+    shift = [torch.tensor([2.0, 0.0]), torch.tensor([-3.0, 0.5, 1.5])]
+    teacher = [o + d for o, d in zip(old, shift)]
+    adv = torch.tensor([2.0, 0.1])  # sample 0: a win's advantage; sample 1: a small positive one
+    m = teacher_metrics([AnalysisResult(0, "skill")], [], old, teacher, torch.ones(2), adv)
+    # |shift| * w: 1.0 (+) | 0.75 (-), 0.125 (+), 0.75 (+); signs of A both +
+    assert m["teacher/adv_agree_gradw"] == pytest.approx((1.0 - 0.75 + 0.125 + 0.75) / 2.625)
+    assert m["teacher/adv_agree_pgw"] == pytest.approx((2.0 + 0.1 * (-0.75 + 0.125 + 0.75)) / (2.0 + 0.1 * 1.625))
+    # equal sizes: the two agree
+    even = teacher_metrics([AnalysisResult(0, "skill")], [], old, teacher, torch.ones(2), torch.tensor([1.0, -1.0]))
+    assert even["teacher/adv_agree_pgw"] == pytest.approx(even["teacher/adv_agree_gradw"])
+
+
 def test_rollout_digests_tell_which_episodes_two_runs_shared():
     """One hash per episode in traj_id order, equal iff the task and every response's tokens are equal."""
     from seedrl.rollout.types import StepSample, Trajectory
