@@ -16,14 +16,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from seedrl.envs.household.world import generate_game, rclass, training_prior
-
-
-def place_rank(task_id: str, prior_seed: int = 0) -> int:
-    """The rank of the object's receptacle class under the training prior (0 = most likely)."""
-    g = generate_game(task_id, prior_seed)
-    order = list(training_prior(prior_seed)[g.object_class])  # most likely first
-    return order.index(rclass(g.location))
+from seedrl.envs.household.world import place_rank
 
 
 def by_place(runs: Path, a: str, b: str, seeds: range, split: str, iteration: int,

@@ -17,7 +17,7 @@ every evaluation's first N tasks only, the head that panels of different sizes s
         seed+self_opd1 grpo --seeds 15-29 --tasks 96
 
 `--min-place-rank R` (household search) keeps only the games whose object lay in a receptacle class of rank R
-or beyond under the training prior (`household_by_place.place_rank`: 0 = the class a policy trained on train
+or beyond under the training prior (`seedrl.envs.household.world.place_rank`: 0 = the class a policy trained on train
 searches first), every evaluation filtered by its own task ids, which must then agree between the paired
 cells: the off-prior games a hindsight skill is about.
 
@@ -66,12 +66,9 @@ def task_ids(cell: Path, split: str, iteration: int) -> list[str]:
 
 def place_filter(min_rank: int) -> Callable[[str], bool]:
     """Household games whose object's place ranks ``min_rank`` or beyond under the training prior."""
-    import importlib.util
+    from seedrl.envs.household.world import place_rank
 
-    spec = importlib.util.spec_from_file_location("household_by_place", Path(__file__).with_name("household_by_place.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return lambda task_id: mod.place_rank(task_id) >= min_rank
+    return lambda task_id: place_rank(task_id) >= min_rank
 
 
 def cell_dir(runs: Sequence[Path], name: str) -> Path:

@@ -175,6 +175,14 @@ def generate_game(tid: str, prior_seed: int = 0, placement: str = "prior") -> Ga
                 where)
 
 
+def place_rank(tid: str, prior_seed: int = 0) -> int:
+    """The rank of the object's receptacle class in game ``tid`` under the *training* prior (0 = the class a
+    policy trained on train searches first): where a hindsight skill ("it was in X, not in the usual Y") has
+    something to say, rank >= 1."""
+    g = generate_game(tid, prior_seed)
+    return list(training_prior(prior_seed)[g.object_class]).index(rclass(g.location))
+
+
 def game_key(game: Game) -> tuple:
     """What makes two games the same to a player (the id aside)."""
     return game.object_class, game.receptacles, tuple(sorted(game.contents.items()))
