@@ -4,13 +4,16 @@ pixel Sokoban from rendered demonstrations?
     python benchmarks/visual_probe.py overfit                 # 8 step-0 states, four different actions, 300 steps
     python benchmarks/visual_probe.py sft --size 3m --set run_dir=runs/visual_tiny/sft3m
     python benchmarks/visual_probe.py sft --vision-init width --set run_dir=runs/visual_tiny/sft_init
+    python benchmarks/visual_probe.py pairs runs/ez/eval_seen.json     # EZPoints success per card pair
 
 ``overfit`` trains the built-in tiny-qwen2.5-vl on the first step of 8 train rooms (the pixel prompt's text is
 the same in every state, so only the frame tells the actions apart) and prints the loss every 30 steps: the
 frames reach the loss if it falls near 0. ``sft`` runs ``seedrl sft`` with configs/sokoban_visual_tiny_sft.yaml
 and the overrides given, with ``--size 3m`` on a larger tiny model registered for this process only (the
 language model of tiny-3m, 6 layers x 160, under a 4-block, 64-wide vision tower; not a built-in: it did not
-learn either). ``--vision-init width`` initialises the vision tower and merger with std = the tower's
+learn either). ``pairs`` reads a ``seedrl eval`` result on EZPoints and prints the wins per pair of card
+values: a policy that writes one formula whatever the cards wins every game of one pair and none of the others.
+``--vision-init width`` initialises the vision tower and merger with std = the tower's
 width^-1/2 (the built-in keeps transformers' 0.02 there; its language model already uses width^-1/2, the
 fix ``tiny_config`` documents for text models), for this process only.
 """
@@ -39,9 +42,26 @@ def overfit(steps: int = 300) -> list[float]:
                      seed=0, images=images)
 
 
+def pairs(result: str) -> dict[tuple[int, int], tuple[int, int]]:
+    """{(low value, high value): (won, games)} over every panel of an EZPoints ``seedrl eval`` result."""
+    import json
+
+    from seedrl.envs.ezpoints.env import card_value, generate_cards
+
+    out: dict[tuple[int, int], list[int]] = {}
+    for panel in json.loads(open(result).read())["panels"].values():
+        for t in panel["tasks"]:
+            cards = generate_cards(int(t["task_id"].rsplit("-s", 1)[1]))
+            row = out.setdefault(tuple(sorted(card_value(c) for c in cards)), [0, 0])
+            row[0] += bool(t["won"])
+            row[1] += 1
+    return {k: (w, n) for k, (w, n) in sorted(out.items())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("probe", choices=["overfit", "sft"])
+    ap.add_argument("probe", choices=["overfit", "sft", "pairs"])
+    ap.add_argument("result", nargs="?", help="pairs: a seedrl eval result on EZPoints")
     ap.add_argument("--size", choices=["tiny", "3m"], default="tiny")
     ap.add_argument("--set", action="append", default=[], help="an SFT config override (sft)")
     ap.add_argument("--threads", type=int, default=1)
@@ -49,6 +69,10 @@ def main() -> None:
                     help="the vision tower's init std: transformers' 0.02 (the built-in's) or its width^-1/2")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.probe == "pairs":
+        for (lo, hi), (won, n) in pairs(args.result).items():
+            print(f"cards {lo} and {hi}: won {won} of {n}")
+        return
     if args.probe == "overfit":
         losses = overfit()
         print("loss every 30 steps:", " ".join(f"{x:.3f}" for x in losses[::30]), f"last {losses[-1]:.4f}")
