@@ -42,6 +42,19 @@ def overfit(steps: int = 300) -> list[float]:
                      seed=0, images=images)
 
 
+def width_init(built_in):
+    """``built_in`` (:func:`seedrl.models.vision.tiny_vl_config`) with the vision tower and merger initialised
+    at std = the tower's width^-1/2, the language model's rule, instead of transformers' 0.02."""
+
+    def config(name, tokenizer):
+        cfg = built_in(name, tokenizer)
+        cfg.vision_config.initializer_range = cfg.vision_config.hidden_size ** -0.5
+        cfg.initializer_range = cfg.text_config.initializer_range
+        return cfg
+
+    return config
+
+
 def pairs(result: str) -> dict[tuple[int, int], tuple[int, int]]:
     """{(low value, high value): (won, games)} over every panel of an EZPoints ``seedrl eval`` result."""
     import json
@@ -83,15 +96,7 @@ def main() -> None:
 
     sets = list(args.set)
     if args.vision_init == "width":
-        built_in = vision.tiny_vl_config
-
-        def width_init(name, tokenizer):
-            cfg = built_in(name, tokenizer)
-            cfg.vision_config.initializer_range = cfg.vision_config.hidden_size ** -0.5
-            cfg.initializer_range = cfg.text_config.initializer_range
-            return cfg
-
-        vision.tiny_vl_config = width_init
+        vision.tiny_vl_config = width_init(vision.tiny_vl_config)
     if args.size == "3m":
         vision.TINY_VL_CONFIGS["tiny-qwen2.5-vl-3m"] = LARGER
         sets.append("model.name=tiny-qwen2.5-vl-3m")
