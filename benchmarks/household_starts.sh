@@ -7,11 +7,15 @@
 # Hours on one thread (the notes: L7 ~1 h, L9 38 min, S3's SFT 59 min, plus the analysis): start it in the
 # background and keep the cores otherwise free.
 #   OUT=runs/hh bash benchmarks/household_starts.sh          # DRY=1: print the commands only
+# THREADS=N sets torch_threads on every step (the notes' commands use 1); on an otherwise idle 2-core machine
+# THREADS=2 is faster, and bytes may differ from a 1-thread build as they do between CPU kinds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/hh}
 SEEDRL=${SEEDRL:-.venv/bin/seedrl}
-run() { echo "+ $*"; if [ -z "${DRY:-}" ]; then "$@"; fi; }
+T=()
+if [ -n "${THREADS:-}" ]; then T=(--set "torch_threads=$THREADS"); fi
+run() { echo "+ $* ${T[*]}"; if [ -z "${DRY:-}" ]; then "$@" "${T[@]}"; fi; }
 have() { [ -f "$OUT/$1/model.safetensors" ]; }
 sha() { if have "$1"; then echo "$1: $(sha256sum "$OUT/$1/model.safetensors" | cut -c1-16)… (notes: $2)"; fi; }
 
