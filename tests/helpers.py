@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
 from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
 
 from seedrl.config import TrainConfig, load_config
 from seedrl.skills.analyzers.base import AnalysisResult
+
+ROOT = Path(__file__).parents[1]
+
+
+def load_script(relpath: str) -> ModuleType:
+    """Import a script that is not a package module (``benchmarks/x.py``, ``tools/x.py``) by its path in the repo."""
+    path = ROOT / relpath
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def tiny_cfg(run_dir, **over) -> TrainConfig:

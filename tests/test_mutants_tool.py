@@ -3,20 +3,18 @@ by module (a wrong split would count a live mutant as equivalent, or report a sh
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def tool():
-    spec = importlib.util.spec_from_file_location("mutants_tool", ROOT / "tools" / "mutants.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("tools/mutants.py")
 
 
 def test_an_entry_whose_mutated_line_holds_the_separator_keeps_it_whole(tool, tmp_path):

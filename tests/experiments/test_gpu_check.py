@@ -2,7 +2,6 @@
 the model folder it builds loads by path, the preset's image env is played, every SEED stage runs with the
 images (the teacher re-scoring included) and the update moves the weights, the vision tower's too."""
 
-import importlib.util
 import json
 import math
 import sys
@@ -12,11 +11,10 @@ import pytest
 
 from seedrl.models.vision import ImageInputs
 from seedrl.train.scoring import Scorer
+from tests.helpers import load_script
 
 _ROOT = Path(__file__).parents[2]
-_SPEC = importlib.util.spec_from_file_location("gpu_check", _ROOT / "benchmarks" / "gpu_check.py")
-gc = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(gc)
+gc = load_script("benchmarks/gpu_check.py")
 
 
 def test_the_3b_vl_arch_is_qwen2_5_vl_3b_instructs_published_shape():

@@ -1,17 +1,14 @@
 """benchmarks/grpo_fit.py: trained vs unseen tasks of a panel, rollout blocks, how far the policy moved."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 from seedrl.envs.panels import build_panel
 from seedrl.errors import SeedRLError
+from tests.helpers import load_script
 
-_SPEC = importlib.util.spec_from_file_location("grpo_fit", Path(__file__).parents[2] / "benchmarks" / "grpo_fit.py")
-gf = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(gf)
+gf = load_script("benchmarks/grpo_fit.py")
 
 KW = {"dim": [5, 5], "unseen_dim": [6, 5], "coords": True}
 

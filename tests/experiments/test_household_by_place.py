@@ -1,7 +1,6 @@
 """benchmarks/household_by_place.py: the prior rank of the object's place, and success per rank from each
 cell's per-task outcomes."""
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -9,11 +8,9 @@ import pytest
 
 from seedrl.envs.household.world import generate_game, rclass, training_prior
 from seedrl.envs.panels import build_panel
+from tests.helpers import load_script
 
-_SPEC = importlib.util.spec_from_file_location(
-    "household_by_place", Path(__file__).parents[2] / "benchmarks" / "household_by_place.py")
-hp = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(hp)
+hp = load_script("benchmarks/household_by_place.py")
 
 
 def test_rank_is_the_place_class_position_by_training_probability():

@@ -1,18 +1,15 @@
 """benchmarks/paired_contrast.py: per-seed differences read from the right split and iteration, and both
 intervals from seedrl.experiments.stats (the seeds x tasks one from each evaluation's per-task outcomes)."""
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from seedrl.experiments.stats import paired_task_bootstrap
+from tests.helpers import load_script
 
-_SPEC = importlib.util.spec_from_file_location(
-    "paired_contrast", Path(__file__).parents[2] / "benchmarks" / "paired_contrast.py")
-pc = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(pc)
+pc = load_script("benchmarks/paired_contrast.py")
 
 
 def _cell(runs: Path, name: str, rows: list[tuple[int, str, str]]) -> None:

@@ -1,15 +1,12 @@
 """benchmarks/sample_efficiency.py: issue 35's comparison as one resumable command (CPU and GPU sizes)."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
-_SPEC = importlib.util.spec_from_file_location(
-    "sample_efficiency", Path(__file__).parents[2] / "benchmarks" / "sample_efficiency.py")
-se = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(se)
+from tests.helpers import load_script
+
+se = load_script("benchmarks/sample_efficiency.py")
 
 # a tiny model at a size the test suite runs in a minute; eval.num_tasks 8 holds 5 of the 32 trained rooms
 TINY = ["model.precision=fp32", "env.max_steps=3", "rollout.tasks_per_batch=2", "rollout.group_size=2",

@@ -1,15 +1,14 @@
 """benchmarks/skill_parse.py: parse counts split by outcome, over all runs and per training iteration."""
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.helpers import load_script
+
 _PATH = Path(__file__).parents[2] / "benchmarks" / "skill_parse.py"
-_SPEC = importlib.util.spec_from_file_location("skill_parse", _PATH)
-sp = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(sp)
+sp = load_script("benchmarks/skill_parse.py")
 
 
 def row(it, success, skill):

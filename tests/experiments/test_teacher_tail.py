@@ -1,16 +1,13 @@
 """benchmarks/teacher_tail.py: which traced tokens count, their kinds, and the advantage-sign agreement."""
 
-import importlib.util
 import json
 import math
-from pathlib import Path
 
 import pytest
 
-_SPEC = importlib.util.spec_from_file_location(
-    "teacher_tail", Path(__file__).parents[2] / "benchmarks" / "teacher_tail.py")
-tt = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(tt)
+from tests.helpers import load_script
+
+tt = load_script("benchmarks/teacher_tail.py")
 
 
 def _step(step, tokens, old, teacher, adv):

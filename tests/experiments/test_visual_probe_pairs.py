@@ -2,15 +2,12 @@
 over every panel of a ``seedrl eval`` result (the split behind visual_tiny/notes.md item 7); and its
 ``--vision-init width`` (item 6) really re-initialises the vision tower."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 from seedrl.envs.ezpoints.env import card_value, generate_cards
+from tests.helpers import load_script
 
-_SPEC = importlib.util.spec_from_file_location("visual_probe", Path(__file__).parents[2] / "benchmarks" / "visual_probe.py")
-vp = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(vp)
+vp = load_script("benchmarks/visual_probe.py")
 
 
 def _values(seed: int) -> tuple[int, int]:

@@ -1,13 +1,11 @@
 """benchmarks/vl_step_cost.py: seconds per step sample of each stage, by hand."""
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 
-_SPEC = importlib.util.spec_from_file_location("vl_step_cost", Path(__file__).parents[2] / "benchmarks" / "vl_step_cost.py")
-vc = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(vc)
+from tests.helpers import load_script
+
+vc = load_script("benchmarks/vl_step_cost.py")
 
 
 def test_per_step_divides_each_stages_seconds_by_the_step_samples_of_all_rows():

@@ -1,17 +1,14 @@
 """benchmarks/weight_shift.py: the distance it reports is the L2 norm of the parameter difference."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-_SPEC = importlib.util.spec_from_file_location(
-    "weight_shift", Path(__file__).parents[2] / "benchmarks" / "weight_shift.py")
-ws = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(ws)
+from tests.helpers import load_script
+
+ws = load_script("benchmarks/weight_shift.py")
 
 
 def test_l2_distance_is_the_norm_over_float_tensors():
