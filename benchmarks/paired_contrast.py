@@ -19,7 +19,8 @@ every evaluation's first N tasks only, the head that panels of different sizes s
 `--min-place-rank R` (household search) keeps only the games whose object lay in a receptacle class of rank R
 or beyond under the training prior (`seedrl.envs.household.world.place_rank`: 0 = the class a policy trained on train
 searches first), every evaluation filtered by its own task ids, which must then agree between the paired
-cells: the off-prior games a hindsight skill is about.
+cells: the off-prior games a hindsight skill is about. `--max-place-rank R` bounds it from above
+(`--max-place-rank 0`: only the games where the prior's favourite place is right).
 
     python benchmarks/paired_contrast.py runs/compare/seed_mechanism_s3_offprior seed+self_opd1 grpo \
         --seeds 30-39 --min-place-rank 1
@@ -64,11 +65,12 @@ def task_ids(cell: Path, split: str, iteration: int) -> list[str]:
     return [t["task_id"] for t in json.loads(f.read_text())["tasks"]]
 
 
-def place_filter(min_rank: int) -> Callable[[str], bool]:
-    """Household games whose object's place ranks ``min_rank`` or beyond under the training prior."""
+def place_filter(min_rank: int = 0, max_rank: int | None = None) -> Callable[[str], bool]:
+    """Household games whose object's place ranks ``min_rank`` to ``max_rank`` (both kept; None: no upper bound)
+    under the training prior."""
     from seedrl.envs.household.world import place_rank
 
-    return lambda task_id: place_rank(task_id) >= min_rank
+    return lambda task_id: min_rank <= place_rank(task_id) and (max_rank is None or place_rank(task_id) <= max_rank)
 
 
 def cell_dir(runs: Sequence[Path], name: str) -> Path:
@@ -130,9 +132,12 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=None, help="each evaluation's first N tasks only")
     ap.add_argument("--min-place-rank", type=int, default=None,
                     help="household: only games whose object's place ranks R or beyond under the training prior")
+    ap.add_argument("--max-place-rank", type=int, default=None,
+                    help="household: only games whose object's place ranks R or before (0: the prior's favourite)")
     args = ap.parse_args()
     first, last = (int(x) for x in args.seeds.split("-"))
-    keep = None if args.min_place_rank is None else place_filter(args.min_place_rank)
+    ranked = args.min_place_rank is not None or args.max_place_rank is not None
+    keep = place_filter(args.min_place_rank or 0, args.max_place_rank) if ranked else None
     c = contrast(args.runs, args.a, args.b, range(first, last + 1), args.split, args.iteration, args.tasks, keep)
     d = list(c["seeds"]["per_seed"].values())
     lo, hi = c["seeds"]["ci95"]
@@ -142,7 +147,9 @@ def main() -> None:
     head = f", first {args.tasks} tasks" if args.tasks else ""
     if keep is not None:
         n = sorted(set(c["games"].values()))
-        head += f", games with place rank >= {args.min_place_rank} ({'/'.join(map(str, n))} a seed)"
+        bounds = " and ".join(f"{op} {r}" for op, r in ((">=", args.min_place_rank), ("<=", args.max_place_rank))
+                              if r is not None)
+        head += f", games with place rank {bounds} ({'/'.join(map(str, n))} a seed)"
     print(f"{args.a} - {args.b}, {at} {args.split}{head}, seeds {args.seeds}: per seed "
           f"{', '.join(f'{x:+.3f}' for x in d)}; mean {c['seeds']['mean']:+.3f}, seeds only [{lo:+.3f}, {hi:+.3f}]"
           f"{tasks} ({sum(x > 0 for x in d)} of {len(d)} positive)")

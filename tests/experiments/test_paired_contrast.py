@@ -112,3 +112,7 @@ def test_the_place_filter_keeps_the_games_off_the_training_favourite():
     off = pc.place_filter(1)
     assert [t for t in ids if off(t)] == [t for t in ids if place_rank(t) >= 1]
     assert 0 < sum(map(off, ids)) < len(ids)
+    on = pc.place_filter(0, 0)  # the prior's favourite only: exactly the games the first filter drops
+    assert [t for t in ids if on(t)] == [t for t in ids if not off(t)]
+    mid = pc.place_filter(1, 2)
+    assert [t for t in ids if mid(t)] == [t for t in ids if place_rank(t) in (1, 2)]
