@@ -66,15 +66,7 @@ class FakeOpenAI:
                     outer.headers.append({k.lower(): v for k, v in self.headers.items()})
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
-                counted = True
-
-                def done() -> None:  # before the reply leaves: a client may send its next request the moment it
-                    nonlocal counted  # reads this one, which must not find this request still counted
-                    if counted:
-                        counted = False
-                        with outer.lock:
-                            outer.in_flight -= 1
-
+                # made, uncounted, then sent: a client may send its next request the moment it reads this reply
                 try:
                     if self.path != "/v1/chat/completions":
                         status, body, delay = 404, {"error": {"message": f"no route {self.path}"}}, 0.0
@@ -83,7 +75,10 @@ class FakeOpenAI:
                     if delay:
                         outer.release.wait(delay)
                     data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                    done()
+                finally:
+                    with outer.lock:
+                        outer.in_flight -= 1
+                try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
@@ -91,8 +86,6 @@ class FakeOpenAI:
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up (timeout test)
-                finally:
-                    done()
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
