@@ -3,13 +3,9 @@ by module (a wrong split would count a live mutant as equivalent, or report a sh
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.helpers import load_script
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 
 import pytest
 
 from tests.helpers import load_script
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script():
