@@ -5,7 +5,6 @@ images (the teacher re-scoring included) and the update moves the weights, the v
 import json
 import math
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -13,7 +12,6 @@ from seedrl.models.vision import ImageInputs
 from seedrl.train.scoring import Scorer
 from tests.helpers import load_script
 
-_ROOT = Path(__file__).parents[2]
 gc = load_script("benchmarks/gpu_check.py")
 
 
