@@ -44,6 +44,7 @@ def test_every_step_in_order_each_model_on_the_same_rows(tmp_path):
     probes = [c.split() for c in calls[4:]]
     pairs = [(p[p.index("--start") + 1], p[p.index("--plain") + 1]) for p in probes]
     sm = str(tmp_path / "sm")
+    assert all(p[p.index("--split") + 1] == "valid_seen" and p.count("--split") == 1 for p in probes)
     assert pairs == [(f"{sm}/M1/model", f"{sm}/PM/model"), (f"{sm}/T2/model", "plain/model"),
                      (f"{sm}/T1/model", "plain/model")]
 
