@@ -6,8 +6,9 @@
 #   PM  M1's plain twin: the skill-free rows alone (skill_demo_tasks=0), the plain start M1 is probed against
 #   T2  the tiny plain start ($PLAIN, benchmarks/household_starts.sh builds it) on those rows, lr 5e-4 (L7's)
 #   T1  tiny-3m from random init on those rows, lr 1e-3 (the plain start's)
-# then the skill-following probe (benchmarks/skill_following.py, 128 games of valid_seen: a SmolLM2 probe costs
-# ~15 forward passes a game, ~30 min a panel) of M1 against PM and of T1, T2 against the tiny plain start.
+# then the skill-following probe (benchmarks/skill_following.py, 128 games of valid_seen: ~15 forward passes a
+# game; M1's half of its probe took 73 min at one thread beside another job) of M1 against PM and of T1, T2
+# against the tiny plain start.
 #   OUT=runs/sm bash benchmarks/smollm2_literacy.sh            # every step, in order; DRY=1 prints them
 #   OUT=runs/sm bash benchmarks/smollm2_literacy.sh PM probe-T2  # named steps only (M1 PM T2 T1 probe-M1 probe-T2 probe-T1)
 # A step whose output exists is kept. THREADS (default 1) sets torch_threads of the SFTs and OMP_NUM_THREADS of

@@ -41,6 +41,7 @@ def test_every_step_in_order_each_model_on_the_same_rows(tmp_path):
     assert [_setting(sfts[k], "skill_demo_tasks") for k in ("M1", "PM", "T2", "T1")] == ["128", "0", "128", "128"]
     assert [_setting(sfts[k], "model.name") for k in ("M1", "PM", "T2", "T1")] == [
         "smollm2-135m-instruct", "smollm2-135m-instruct", "plain/model", "tiny-3m"]
+    assert [_setting(sfts[k], "lr") for k in ("M1", "PM", "T2", "T1")] == ["1e-4", "1e-4", "5e-4", "1e-3"]
     probes = [c.split() for c in calls[4:]]
     pairs = [(p[p.index("--start") + 1], p[p.index("--plain") + 1]) for p in probes]
     sm = str(tmp_path / "sm")
