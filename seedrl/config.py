@@ -529,6 +529,12 @@ class SFTConfig(_Strict):
     #: fine-tune that adds skill-conditioned rows keeps the start's skill-free policy, which is what its
     #: harm is measured against, instead of refitting the expert's arbitrary choices
     demo_source: Literal["expert", "start"] = "expert"
+    #: which of the train split's tasks (``env.train_size`` of them) give the ``demo_tasks``
+    #: demonstrations: ``first`` in panel order, or ``per_type``: as even over the env's task types
+    #: (``Env.task_type``; EZPoints: the pair of card values) as their sizes allow
+    #: (:func:`seedrl.train.stage1.select_tasks`), so a common type whose one answer wins does not teach
+    #: the policy to ignore what tells the types apart
+    demo_sampling: Literal["first", "per_type"] = "first"
     epochs: PosInt = 2
     lr: LearningRate = 1e-3
     weight_decay: NonNegFloat = 0.0

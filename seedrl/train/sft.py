@@ -31,7 +31,7 @@ from seedrl.agent.prompts import HistoryItem, build_step_prompt, step_messages
 from seedrl.algos import smoothed_nll, token_mean
 from seedrl.config import SFTConfig, save_config
 from seedrl.envs.oracle import norm
-from seedrl.envs.panels import build_panel
+from seedrl.envs.panels import Panel, build_panel
 from seedrl.envs.registry import env_class, make_env
 from seedrl.errors import SeedRLError
 from seedrl.fileio import atomic_write, writing
@@ -173,6 +173,17 @@ def policy_demonstrations(backend, tokenizer, env_name: str, env_kwargs: dict[st
     return [{"messages": s.messages, "response": s.response_text, "task_id": t.task_id, "step": s.step}
             | ({"images": list(s.images.raw)} if s.images is not None else {})
             for t in trajs for s in t.steps]
+
+
+def demo_task_ids(panel: Panel, n: int, sampling: str, seed: int) -> tuple[list[str], dict[str, int] | None]:
+    """The tasks of ``panel`` that give ``n`` demonstrations (``SFTConfig.demo_sampling``): ``first``, the
+    first ``n`` in panel order (no counts); ``per_type``, as even over the env's task types as their sizes
+    allow (:func:`seedrl.train.stage1.select_tasks`, seeded by ``seed``), with how many of each type."""
+    if sampling == "first":
+        return list(panel.task_ids[:n]), None
+    from seedrl.train.stage1 import select_tasks  # stage1 imports the rollout stack: only when asked
+
+    return select_tasks(panel.task_ids, n, env_class(panel.env).task_type, seed=f"sft-demos/{seed}")
 
 
 def shows_images(env_name: str, env_kwargs: dict[str, Any]) -> bool:
@@ -427,17 +438,16 @@ def run_sft(cfg: SFTConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     def demos(n: int) -> tuple[list[dict[str, Any]], str]:
         panel = build_panel(e.name, e.train_split, e.train_size, **e.kwargs)
+        ids, counts = demo_task_ids(panel, n, cfg.demo_sampling, seed=cfg.seed)
+        where = f"{e.name}/{e.train_split} (panel {panel.hash}" + (f", tasks per type {counts}" if counts else "")
         if cfg.demo_source == "start":  # before any step: the model is still the start
-            rows = policy_demonstrations(HFBackend(model, tok, bf16=bf16), tok, e.name, e.kwargs,
-                                         list(panel.task_ids[:n]), max_steps=e.max_steps,
-                                         history_length=e.history_length, seed=cfg.seed)
-            return rows, (f"the start's ({m.name}) own greedy episodes on {e.name}/{e.train_split} "
-                          f"(panel {panel.hash})")
-        rows = expert_demonstrations(e.name, e.kwargs | cfg.demo_env_kwargs, list(panel.task_ids[:n]),
-                                     max_steps=e.max_steps,
+            rows = policy_demonstrations(HFBackend(model, tok, bf16=bf16), tok, e.name, e.kwargs, ids,
+                                         max_steps=e.max_steps, history_length=e.history_length, seed=cfg.seed)
+            return rows, f"the start's ({m.name}) own greedy episodes on {where})"
+        rows = expert_demonstrations(e.name, e.kwargs | cfg.demo_env_kwargs, ids, max_steps=e.max_steps,
                                      history_length=e.history_length, noise=cfg.demo_noise, seed=cfg.seed)
         over = f", env kwargs {cfg.demo_env_kwargs}" if cfg.demo_env_kwargs else ""
-        return rows, f"expert demonstrations on {e.name}/{e.train_split} (panel {panel.hash}{over})"
+        return rows, f"expert demonstrations on {where}{over})"
 
     if cfg.data:
         rows, source = read_jsonl(cfg.data), cfg.data

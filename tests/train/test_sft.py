@@ -258,6 +258,43 @@ def test_start_demonstrations_are_the_start_models_own_greedy_answers(tiny_model
     assert not any("skill" in m["content"].lower() for r in rows for m in r["messages"])
 
 
+@pytest.mark.parametrize("source", ["expert", "start"])
+def test_per_type_demo_sampling_evens_the_demonstrations_over_task_types(monkeypatch, tmp_path, source):
+    """EZPoints' draw makes one pair of card values a third of the train split; ``demo_sampling: per_type``
+    plays as many tasks of each pair as the split's sizes allow, for the expert and for the start model,
+    ``first`` keeps the panel's order."""
+    from collections import Counter
+
+    from seedrl.config import SFTConfig
+    from seedrl.envs.ezpoints.env import EZPointsEnv
+    from seedrl.envs.panels import build_panel
+    from seedrl.train import sft
+
+    seen = {}
+
+    def play(*args, **kw):
+        seen["ids"] = list(args[4] if source == "start" else args[2])
+        return [{"messages": [{"role": "user", "content": "x"}], "response": "<action>1</action>"}]
+
+    monkeypatch.setattr(sft, "expert_demonstrations", play)
+    monkeypatch.setattr(sft, "policy_demonstrations", play)
+    monkeypatch.setattr(sft, "sft_train", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("stop here")))
+    base = {"run_dir": str(tmp_path / "r"), "model": {"name": "tiny-micro"}, "demo_tasks": 100,
+            "demo_source": source, "env": {"name": "ezpoints", "kwargs": {"mode": "text"}, "train_size": 2048},
+            "eval": {"num_tasks": 0}}
+    for sampling in ("per_type", "first"):
+        with pytest.raises(RuntimeError, match="stop here"):
+            sft.run_sft(SFTConfig.model_validate(base | {"demo_sampling": sampling}))
+        counts = Counter(EZPointsEnv.task_type(t) for t in seen["ids"])
+        if sampling == "first":
+            assert seen["ids"] == list(build_panel("ezpoints", "train", 2048, mode="text").task_ids[:100])
+            assert counts["cards-2-10"] > 30  # the draw's common pair, for contrast
+        else:
+            assert len(seen["ids"]) == 100 and set(seen["ids"]) <= set(build_panel("ezpoints", "train", 2048,
+                                                                                   mode="text").task_ids)
+            assert sorted(counts.values()) == [20] * 5, counts
+
+
 def test_demo_source_start_plays_the_start_model_instead_of_the_expert(monkeypatch, tmp_path):
     from seedrl.config import SFTConfig
     from seedrl.envs.panels import build_panel

@@ -250,6 +250,20 @@ class EZPointsEnv(Env):
     def claims_task_id(cls, task_id: str) -> bool:
         return _TASK_RE.match(str(task_id).strip()) is not None
 
+    @classmethod
+    def task_type(cls, task_id: str) -> str:
+        """The pair of card values, low first: ``"cards-2-10"`` for a 2 and a queen in either order. A task's
+        answer depends on nothing else, and the draw makes one pair common (a third of draws are {2, 10}),
+        so evaluations break success down by it (a policy that writes one formula blind wins one pair and no
+        other) and ``demo_sampling: per_type`` evens demonstrations over it."""
+        lo, hi = sorted(card_value(c) for c in generate_cards(parse_task_id(task_id)))
+        return f"cards-{lo}-{hi}"
+
+    @classmethod
+    def skill_types(cls, task_id: str, task_text: str = "") -> tuple[str, ...]:
+        """The general skill alone (``skills/general.md``): no skill file per pair of cards."""
+        return ()
+
     # -- episode ----------------------------------------------------------------------------
     def reset(self, task_id: str) -> str:
         return self.reset_to_cards(generate_cards(parse_task_id(task_id)), task_id=task_id)

@@ -212,3 +212,17 @@ def test_ezpoints_task_content_is_pinned() -> None:
     tables = [",".join(ez.generate_cards(ez.parse_task_id(t))) for t in build_panel("ezpoints", "valid_seen").task_ids]
     digest = hashlib.sha256("\n".join(tables).encode()).hexdigest()[:16]
     assert digest == EZPOINTS_VALID_SEEN_FINGERPRINT, f"tables changed ({digest}); bump EZPointsEnv.version"
+
+
+def test_the_task_type_is_the_pair_of_card_values() -> None:
+    """Evaluations break success down by it and per-type demonstrations even over it, so it must name the
+    values (J, Q, K count 10), low first, whatever the order and suits, and nothing else."""
+    seeds = {ez.generate_cards(s): s for s in range(400)}
+    by_cards = {tuple(sorted(ez.card_value(c) for c in cards)): s for cards, s in seeds.items()}
+    for (lo, hi), seed in by_cards.items():
+        assert ez.EZPointsEnv.task_type(ez.task_id(seed)) == f"cards-{lo}-{hi}"
+    faces = [s for cards, s in seeds.items() if any(c[1] in "JQK" for c in cards)]
+    assert faces and {ez.EZPointsEnv.task_type(ez.task_id(s)) for s in faces} == {"cards-2-10"}
+    unseen = {ez.EZPointsEnv.task_type(t) for t in build_panel("ezpoints", "valid_unseen", 64).task_ids}
+    assert unseen == {"cards-3-4", "cards-5-7"}
+    assert ez.EZPointsEnv.skill_types(ez.task_id(1)) == ()  # general.md alone: no file per pair
