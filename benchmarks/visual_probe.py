@@ -5,6 +5,7 @@ pixel Sokoban from rendered demonstrations?
     python benchmarks/visual_probe.py sft --size 3m --set run_dir=runs/visual_tiny/sft3m
     python benchmarks/visual_probe.py sft --vision-init width --set run_dir=runs/visual_tiny/sft_init
     python benchmarks/visual_probe.py pairs runs/ez/eval_seen.json     # EZPoints success per card pair
+    python benchmarks/visual_probe.py read --threads 2                 # can it read EZPoints' left card?
 
 ``overfit`` trains the built-in tiny-qwen2.5-vl on the first step of 8 train rooms (the pixel prompt's text is
 the same in every state, so only the frame tells the actions apart) and prints the loss every 30 steps: the
@@ -13,7 +14,11 @@ and the overrides given, with ``--size 3m`` on a larger tiny model registered fo
 language model of tiny-3m, 6 layers x 160, under a 4-block, 64-wide vision tower; not a built-in: it did not
 learn either). ``pairs`` reads a ``seedrl eval`` result on EZPoints and prints the wins per pair of card
 values: a policy that writes one formula whatever the cards wins every game of one pair and none of the others.
-``--vision-init width`` initialises the vision tower and merger with std = the tower's
+``read`` trains the built-in on the first step of 64 EZPoints train games, evened over the pairs of card
+values (the answer is the left card's value, only in the image), for 200 steps of 32, and prints the mean
+probability of the right value and the share above one half on those games and on 128 valid_seen games it
+never saw (a model blind to the image does best with a third on 6, the left card of 21 of the 64 train
+games). ``--vision-init width`` initialises the vision tower and merger with std = the tower's
 width^-1/2 (the built-in keeps transformers' 0.02 there; its language model already uses width^-1/2, the
 fix ``tiny_config`` documents for text models), for this process only.
 """
@@ -40,6 +45,43 @@ def overfit(steps: int = 300) -> list[float]:
     model = load_model("tiny-qwen2.5-vl", tokenizer=tok)
     return sft_train(model, tok, pairs, epochs=steps, lr=1e-3, batch_size=len(pairs), micro_batch_size=len(pairs),
                      seed=0, images=images)
+
+
+def read(games: int = 64, steps: int = 200, lr: float = 1e-3) -> dict[str, tuple[float, float]]:
+    """{"train" | "valid_seen": (mean probability of the expert's first token, share of games above 1/2)}."""
+    from seedrl.envs.panels import build_panel
+    from seedrl.models.loading import load_model, load_tokenizer
+    from seedrl.train.sft import demo_task_ids, encode_rows, expert_demonstrations, sft_train
+
+    def first_steps(split: str, n: int):
+        ids, _ = demo_task_ids(build_panel("ezpoints", split, 4096 if split == "train" else 128), n, "per_type", 0)
+        return encode_rows(tok, expert_demonstrations("ezpoints", {"mode": "rgb_array"}, ids, max_steps=1,
+                                                      history_length=0, noise=0.0, seed=0), 4096)
+
+    tok = load_tokenizer("tiny-qwen2.5-vl")
+    model = load_model("tiny-qwen2.5-vl", tokenizer=tok)
+    pairs, images = first_steps("train", games)
+    sft_train(model, tok, pairs, epochs=steps * 32 // games, lr=lr, batch_size=32, micro_batch_size=32, seed=0,
+              images=images)
+    return {"train": _action_probability(model, tok, pairs, images),
+            "valid_seen": _action_probability(model, tok, *first_steps("valid_seen", 128))}
+
+
+@torch.no_grad()
+def _action_probability(model, tok, pairs, images) -> tuple[float, float]:
+    from seedrl.agent.parsing import decision_mask
+    from seedrl.models.scoring import forward_logprobs, pack
+
+    model.eval()
+    probs = []
+    for m in range(0, len(pairs), 32):
+        chunk = pairs[m:m + 32]
+        b = pack([p for p, _ in chunk], [r for _, r in chunk], tok.pad_token_id, "cpu", images[m:m + 32])
+        logp, _ = forward_logprobs(model, b)
+        for k, (_, r) in enumerate(chunk):
+            mask = torch.tensor(decision_mask(tok, r), dtype=torch.bool)
+            probs.append(float(logp[k, b.width - len(r):][mask].sum().exp()))
+    return sum(probs) / len(probs), sum(p > 0.5 for p in probs) / len(probs)
 
 
 def width_init(built_in):
@@ -73,7 +115,7 @@ def pairs(result: str) -> dict[tuple[int, int], tuple[int, int]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("probe", choices=["overfit", "sft", "pairs"])
+    ap.add_argument("probe", choices=["overfit", "sft", "pairs", "read"])
     ap.add_argument("result", nargs="?", help="pairs: a seedrl eval result on EZPoints")
     ap.add_argument("--size", choices=["tiny", "3m"], default="tiny")
     ap.add_argument("--set", action="append", default=[], help="an SFT config override (sft)")
@@ -85,6 +127,10 @@ def main() -> None:
     if args.probe == "pairs":
         for (lo, hi), (won, n) in pairs(args.result).items():
             print(f"cards {lo} and {hi}: won {won} of {n}")
+        return
+    if args.probe == "read":
+        for split, (p, share) in read().items():
+            print(f"{split}: the left card's value has mean probability {p:.3f}; above 1/2 in {share:.3f} of games")
         return
     if args.probe == "overfit":
         losses = overfit()

@@ -7,8 +7,9 @@
 # (environment) change the result folder, the warm start's folder, the episodes per cell, the seeds and methods.
 # Usage (one torch thread per process, at most two at a time):
 #   bash benchmarks/visual_tiny.sh sft                the warm start (SFT/model)
-#   bash benchmarks/visual_tiny.sh cell METHOD SEED   one cell: grpo, seed (the preset's self-analyzer), or
-#                                                     ALGO+ANALYZER (seed+oracle: the env oracle's skills)
+#   bash benchmarks/visual_tiny.sh cell METHOD SEED   one cell: grpo, seed (the preset's self-analyzer),
+#                                                     ALGO+ANALYZER (seed+oracle: the env oracle's skills),
+#                                                     and @C for algo.opd_coef=C (seed+oracle@1)
 #   bash benchmarks/visual_tiny.sh grid [JOBS]        every (algo, seed) cell, JOBS at a time (default 2)
 #   bash benchmarks/visual_tiny.sh report
 set -euo pipefail
@@ -33,9 +34,12 @@ compare() {
 }
 case ${1:-} in
   sft) "$SEEDRL" sft --config "$SFT_CONFIG" --set "run_dir=$SFT" ;;
-  cell)
-    algo=${2%%+*}; extra=()
-    [[ $2 == *+* ]] && extra=(--tag "${2#*+}" --set "skills.analyzer=${2#*+}")
+  cell)  # METHOD[+ANALYZER][@C]: @C sets algo.opd_coef=C, its own cells (seed+oracle@1: seed+oracle_opd1-seed0)
+    method=${2%@*}; coef=""; [[ $2 == *@* ]] && coef=${2#*@}
+    algo=${method%%+*}; tag=""; extra=()
+    [[ $method == *+* ]] && { tag=${method#*+}; extra=(--set "skills.analyzer=$tag"); }
+    [[ -n $coef ]] && { tag="${tag:+${tag}_}opd$coef"; extra+=(--set "algo.opd_coef=$coef"); }
+    [[ -n $tag ]] && extra=(--tag "$tag" "${extra[@]}")
     compare --algos "$algo" --seeds "$3," "${extra[@]}" ;;
   grid) for s in $SEEDS; do for a in $ALGOS; do echo "$a $s"; done; done | xargs -P "${2:-2}" -L 1 bash "$0" cell ;;
   report) compare --algos "$(echo $ALGOS | tr ' ' ,)" --report-only ;;

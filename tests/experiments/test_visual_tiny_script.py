@@ -48,6 +48,14 @@ def test_an_analyzer_variant_is_its_own_tagged_cell_and_the_grid_runs_every_meth
     (c,) = calls
     assert (_after(c, "--algos"), _after(c, "--tag")) == (["seed"], ["oracle"])
     assert "skills.analyzer=oracle" in _after(c, "--set")
+    done, calls = _run(tmp_path, "cell", "seed+oracle@1", "0", TASK="ezpoints")
+    (c,) = calls
+    assert (_after(c, "--algos"), _after(c, "--tag")) == (["seed"], ["oracle_opd1"])
+    assert {"skills.analyzer=oracle", "algo.opd_coef=1"} <= set(_after(c, "--set"))
+    done, calls = _run(tmp_path, "cell", "grpo@0.5", "0", TASK="ezpoints")
+    (c,) = calls
+    assert _after(c, "--tag") == ["opd0.5"] and "algo.opd_coef=0.5" in _after(c, "--set")
+    assert not any(s.startswith("skills.analyzer=") for s in _after(c, "--set"))
     done, calls = _run(tmp_path, "grid", "1", TASK="ezpoints", ALGOS="grpo seed+oracle", SEEDS="0 1")
     assert done.returncode == 0, done.stderr
     cells = sorted((_after(c, "--algos")[0], tuple(_after(c, "--tag")), _after(c, "--seeds")[0]) for c in calls)
