@@ -6,6 +6,7 @@ pixel Sokoban from rendered demonstrations?
     python benchmarks/visual_probe.py sft --vision-init width --set run_dir=runs/visual_tiny/sft_init
     python benchmarks/visual_probe.py pairs runs/ez/eval_seen.json     # EZPoints success per card pair
     python benchmarks/visual_probe.py read --threads 2                 # can it read EZPoints' left card?
+    python benchmarks/visual_probe.py teacher runs/compare/ezpoints_tiny    # the teacher at EZPoints' operator
 
 ``overfit`` trains the built-in tiny-qwen2.5-vl on the first step of 8 train rooms (the pixel prompt's text is
 the same in every state, so only the frame tells the actions apart) and prints the loss every 30 steps: the
@@ -18,7 +19,10 @@ values: a policy that writes one formula whatever the cards wins every game of o
 values (the answer is the left card's value, only in the image), for 200 steps of 32, and prints the mean
 probability of the right value and the share above one half on those games and on 128 valid_seen games it
 never saw (a model blind to the image does best with a third on 6, the left card of 21 of the 64 train
-games). ``--vision-init width`` initialises the vision tower and merger with std = the tower's
+games). ``teacher`` reads the traces of a compare runs folder's ``seed*`` cells and prints, per pair of card
+values, operator written and operator the episode's skill names (``*`` for "multiply to 12", ``+`` for "add
+up to 12", ``-`` for a skill that names none), the teacher's log-probability minus the student's at the
+operator token (traces keep a few episodes an iteration). ``--vision-init width`` initialises the vision tower and merger with std = the tower's
 width^-1/2 (the built-in keeps transformers' 0.02 there; its language model already uses width^-1/2, the
 fix ``tiny_config`` documents for text models), for this process only.
 """
@@ -84,6 +88,24 @@ def _action_probability(model, tok, pairs, images) -> tuple[float, float]:
     return sum(probs) / len(probs), sum(p > 0.5 for p in probs) / len(probs)
 
 
+def teacher(runs: str) -> dict[tuple[str, str, str], list[float]]:
+    """{(task type, operator written, operator the skill names): [teacher - student log-probability at the
+    operator token]} over the traced EZPoints episodes of ``runs``' SEED cells."""
+    import glob
+    import json
+
+    out: dict[tuple[str, str, str], list[float]] = {}
+    for f in sorted(glob.glob(f"{runs}/seed*/traces/iter_*.json")):
+        for t in json.loads(open(f).read())["trajectories"]:
+            skill = t.get("skill") or ""
+            says = "*" if "multiply to 12" in skill else "+" if "add up to 12" in skill else "-"
+            for s in t["steps"]:
+                if s["action"] in ("+", "*") and s.get("teacher_logp") and s["action"] in s["tokens"]:
+                    k = s["tokens"].index(s["action"])
+                    out.setdefault((t["task_type"], s["action"], says), []).append(s["teacher_logp"][k] - s["old_logp"][k])
+    return dict(sorted(out.items()))
+
+
 def width_init(built_in):
     """``built_in`` (:func:`seedrl.models.vision.tiny_vl_config`) with the vision tower and merger initialised
     at std = the tower's width^-1/2, the language model's rule, instead of transformers' 0.02."""
@@ -115,8 +137,8 @@ def pairs(result: str) -> dict[tuple[int, int], tuple[int, int]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("probe", choices=["overfit", "sft", "pairs", "read"])
-    ap.add_argument("result", nargs="?", help="pairs: a seedrl eval result on EZPoints")
+    ap.add_argument("probe", choices=["overfit", "sft", "pairs", "read", "teacher"])
+    ap.add_argument("result", nargs="?", help="pairs: a seedrl eval result on EZPoints; teacher: a compare runs folder")
     ap.add_argument("--size", choices=["tiny", "3m"], default="tiny")
     ap.add_argument("--set", action="append", default=[], help="an SFT config override (sft)")
     ap.add_argument("--threads", type=int, default=1)
@@ -127,6 +149,11 @@ def main() -> None:
     if args.probe == "pairs":
         for (lo, hi), (won, n) in pairs(args.result).items():
             print(f"cards {lo} and {hi}: won {won} of {n}")
+        return
+    if args.probe == "teacher":
+        for (kind, op, says), deltas in teacher(args.result).items():
+            print(f"{kind} wrote {op} skill names {says}: {len(deltas)} steps, teacher - student mean "
+                  f"{sum(deltas) / len(deltas):+.3f} nats")
         return
     if args.probe == "read":
         for split, (p, share) in read().items():

@@ -532,8 +532,9 @@ class SFTConfig(_Strict):
     #: which of the train split's tasks (``env.train_size`` of them) give the ``demo_tasks``
     #: demonstrations: ``first`` in panel order, or ``per_type``: as even over the env's task types
     #: (``Env.task_type``; EZPoints: the pair of card values) as their sizes allow
-    #: (:func:`seedrl.train.stage1.select_tasks`), so a common type whose one answer wins does not teach
-    #: the policy to ignore what tells the types apart
+    #: (:func:`seedrl.train.stage1.select_tasks`, as Stage-1 data does). Measured on EZPoints: evening
+    #: alone did not make a tiny pixel start read the cards (it wrote the new commonest answer blind;
+    #: benchmarks/results/visual_tiny/notes.md, item 8)
     demo_sampling: Literal["first", "per_type"] = "first"
     epochs: PosInt = 2
     lr: LearningRate = 1e-3

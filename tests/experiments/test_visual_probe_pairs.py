@@ -1,8 +1,11 @@
 """benchmarks/visual_probe.py pairs: EZPoints wins counted per pair of card values, whichever card came first,
 over every panel of a ``seedrl eval`` result (the split behind visual_tiny/notes.md item 7); and its
-``--vision-init width`` (item 6) really re-initialises the vision tower."""
+``--vision-init width`` (item 6) really re-initialises the vision tower; ``teacher`` reads the shift at the
+operator token of traced SEED episodes, by pair and by the operator the skill names."""
 
 import json
+
+import pytest
 
 from seedrl.envs.ezpoints.env import card_value, generate_cards
 from tests.helpers import load_script
@@ -51,3 +54,22 @@ def test_width_init_puts_the_vision_tower_at_its_width_rule(monkeypatch):
     width = model.config.vision_config.hidden_size
     assert abs(default - 0.02) < 0.005  # the built-in keeps transformers' init there
     assert abs(tower_std(model) - width ** -0.5) < 0.03
+
+
+def test_teacher_reads_the_shift_at_the_operator_token_under_the_skill_that_names_it(tmp_path):
+    def step(action: str, teacher: float, old: float) -> dict:
+        tokens = ["<action>", action, "</action>"]
+        return {"action": action, "tokens": tokens, "old_logp": [-0.1, old, -0.1], "teacher_logp": [-0.2, teacher, -0.3]}
+
+    multiply = "When the two card values multiply to 12, so write one value, '*', the other value, then '='."
+    trajs = [{"task_type": "cards-2-6", "skill": multiply, "steps": [step("6", -0.5, -0.1), step("*", -2.0, -0.5)]},
+             {"task_type": "cards-2-6", "skill": multiply, "steps": [step("*", -1.0, -0.5)]},
+             {"task_type": "cards-6-6", "skill": "Only write the numbers shown.", "steps": [step("+", -0.2, -0.4)]}]
+    (tmp_path / "seed+oracle-seed0" / "traces").mkdir(parents=True)
+    (tmp_path / "seed+oracle-seed0" / "traces" / "iter_000001.json").write_text(json.dumps({"trajectories": trajs}))
+    (tmp_path / "grpo-seed0" / "traces").mkdir(parents=True)  # not a SEED cell: never read
+    (tmp_path / "grpo-seed0" / "traces" / "iter_000001.json").write_text(json.dumps({"trajectories": trajs[:1]}))
+    out = vp.teacher(str(tmp_path))
+    assert set(out) == {("cards-2-6", "*", "*"), ("cards-6-6", "+", "-")}  # the number step is not an operator
+    assert out[("cards-2-6", "*", "*")] == pytest.approx([-1.5, -0.5])  # teacher - student at the operator only
+    assert out[("cards-6-6", "+", "-")] == pytest.approx([0.2])

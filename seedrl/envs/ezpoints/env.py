@@ -255,7 +255,7 @@ class EZPointsEnv(Env):
         """The pair of card values, low first: ``"cards-2-10"`` for a 2 and a queen in either order. A task's
         answer depends on nothing else, and the draw makes one pair common (a third of draws are {2, 10}),
         so evaluations break success down by it (a policy that writes one formula blind wins one pair and no
-        other) and ``demo_sampling: per_type`` evens demonstrations over it."""
+        other) and SFT's ``demo_sampling: per_type`` can even demonstrations over it."""
         lo, hi = sorted(card_value(c) for c in generate_cards(parse_task_id(task_id)))
         return f"cards-{lo}-{hi}"
 
