@@ -51,24 +51,36 @@ def overfit(steps: int = 300) -> list[float]:
                      seed=0, images=images)
 
 
+def first_step_games(split: str, n: int) -> list[str]:
+    """``n`` EZPoints games of ``split`` for the read probe: train from its first 4,096 tasks, evened over the
+    pairs of card values; valid_seen from its 128-game panel."""
+    from seedrl.envs.panels import build_panel
+    from seedrl.train.sft import demo_task_ids
+
+    return demo_task_ids(build_panel("ezpoints", split, 4096 if split == "train" else 128), n, "per_type", 0)[0]
+
+
+def first_steps(tok, split: str, n: int) -> tuple[list, list]:
+    """The encoded first step of :func:`first_step_games`, each labelled with the solver's first token (the
+    left card's value), and their images."""
+    from seedrl.train.sft import encode_rows, expert_demonstrations
+
+    return encode_rows(tok, expert_demonstrations("ezpoints", {"mode": "rgb_array"}, first_step_games(split, n),
+                                                  max_steps=1, history_length=0, noise=0.0, seed=0), 4096)
+
+
 def read(games: int = 64, steps: int = 200, lr: float = 1e-3) -> dict[str, tuple[float, float]]:
     """{"train" | "valid_seen": (mean probability of the expert's first token, share of games above 1/2)}."""
-    from seedrl.envs.panels import build_panel
     from seedrl.models.loading import load_model, load_tokenizer
-    from seedrl.train.sft import demo_task_ids, encode_rows, expert_demonstrations, sft_train
-
-    def first_steps(split: str, n: int):
-        ids, _ = demo_task_ids(build_panel("ezpoints", split, 4096 if split == "train" else 128), n, "per_type", 0)
-        return encode_rows(tok, expert_demonstrations("ezpoints", {"mode": "rgb_array"}, ids, max_steps=1,
-                                                      history_length=0, noise=0.0, seed=0), 4096)
+    from seedrl.train.sft import sft_train
 
     tok = load_tokenizer("tiny-qwen2.5-vl")
     model = load_model("tiny-qwen2.5-vl", tokenizer=tok)
-    pairs, images = first_steps("train", games)
+    pairs, images = first_steps(tok, "train", games)
     sft_train(model, tok, pairs, epochs=steps * 32 // games, lr=lr, batch_size=32, micro_batch_size=32, seed=0,
               images=images)
     return {"train": _action_probability(model, tok, pairs, images),
-            "valid_seen": _action_probability(model, tok, *first_steps("valid_seen", 128))}
+            "valid_seen": _action_probability(model, tok, *first_steps(tok, "valid_seen", 128))}
 
 
 @torch.no_grad()
@@ -119,17 +131,17 @@ def width_init(built_in):
     return config
 
 
-def pairs(result: str) -> dict[tuple[int, int], tuple[int, int]]:
-    """{(low value, high value): (won, games)} over every panel of an EZPoints ``seedrl eval`` result."""
+def pairs(result: str) -> dict[str, tuple[int, int]]:
+    """{task type (``EZPointsEnv.task_type``, the pair of card values, e.g. ``cards-2-10``): (won, games)} over
+    every panel of an EZPoints ``seedrl eval`` result, also one written before results carried ``by_type``."""
     import json
 
-    from seedrl.envs.ezpoints.env import card_value, generate_cards
+    from seedrl.envs.ezpoints.env import EZPointsEnv
 
-    out: dict[tuple[int, int], list[int]] = {}
+    out: dict[str, list[int]] = {}
     for panel in json.loads(open(result).read())["panels"].values():
         for t in panel["tasks"]:
-            cards = generate_cards(int(t["task_id"].rsplit("-s", 1)[1]))
-            row = out.setdefault(tuple(sorted(card_value(c) for c in cards)), [0, 0])
+            row = out.setdefault(EZPointsEnv.task_type(t["task_id"]), [0, 0])
             row[0] += bool(t["won"])
             row[1] += 1
     return {k: (w, n) for k, (w, n) in sorted(out.items())}
@@ -147,8 +159,8 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.probe == "pairs":
-        for (lo, hi), (won, n) in pairs(args.result).items():
-            print(f"cards {lo} and {hi}: won {won} of {n}")
+        for kind, (won, n) in pairs(args.result).items():
+            print(f"{kind}: won {won} of {n}")
         return
     if args.probe == "teacher":
         for (kind, op, says), deltas in teacher(args.result).items():

@@ -40,6 +40,7 @@ from seedrl.models.prefix import train_forward
 from seedrl.models.scoring import forward_logprobs, pack, response_logits
 from seedrl.rollout.runner import encode_step
 from seedrl.train.policy import adamw, build_policy
+from seedrl.train.stage1 import select_tasks
 from seedrl.train.threads import apply_threads
 
 if TYPE_CHECKING:
@@ -181,8 +182,6 @@ def demo_task_ids(panel: Panel, n: int, sampling: str, seed: int) -> tuple[list[
     allow (:func:`seedrl.train.stage1.select_tasks`, seeded by ``seed``), with how many of each type."""
     if sampling == "first":
         return list(panel.task_ids[:n]), None
-    from seedrl.train.stage1 import select_tasks  # stage1 imports the rollout stack: only when asked
-
     return select_tasks(panel.task_ids, n, env_class(panel.env).task_type, seed=f"sft-demos/{seed}")
 
 

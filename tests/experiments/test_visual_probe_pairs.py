@@ -36,8 +36,10 @@ def test_wins_are_counted_per_unordered_pair_across_panels(tmp_path):
     f = tmp_path / "eval.json"
     f.write_text(json.dumps(result))
     out = vp.pairs(str(f))
-    assert out[tuple(sorted(_values(a)))] == (1, 2)  # both orders in one row, both panels read
-    assert out[tuple(sorted(_values(c)))] == (0, 1)
+    lo, hi = sorted(_values(a))
+    assert out[f"cards-{lo}-{hi}"] == (1, 2)  # both orders in one row, both panels read
+    lo, hi = sorted(_values(c))
+    assert out[f"cards-{lo}-{hi}"] == (0, 1)
     assert len(out) == 2
 
 
@@ -73,3 +75,25 @@ def test_teacher_reads_the_shift_at_the_operator_token_under_the_skill_that_name
     assert set(out) == {("cards-2-6", "*", "*"), ("cards-6-6", "+", "-")}  # the number step is not an operator
     assert out[("cards-2-6", "*", "*")] == pytest.approx([-1.5, -0.5])  # teacher - student at the operator only
     assert out[("cards-6-6", "+", "-")] == pytest.approx([0.2])
+
+
+def test_read_trains_on_train_games_evened_over_pairs_and_tests_on_unseen_ones():
+    """The read probe's answer is the left card's value, shown only in the image; its train games come from
+    the train split evened over the pairs of card values, its test games are valid_seen's, none of them a train
+    game."""
+    from collections import Counter
+
+    from seedrl.envs.ezpoints.env import EZPointsEnv, parse_task_id
+    from seedrl.envs.panels import build_panel
+    from seedrl.models.loading import load_tokenizer
+
+    train, test = vp.first_step_games("train", 25), vp.first_step_games("valid_seen", 128)
+    assert set(train) <= set(build_panel("ezpoints", "train", 4096).task_ids)
+    assert test == list(build_panel("ezpoints", "valid_seen", 128).task_ids)
+    assert sorted(Counter(EZPointsEnv.task_type(t) for t in train).values()) == [5] * 5
+    tok = load_tokenizer("tiny-qwen2.5-vl")
+    pairs, images = vp.first_steps(tok, "train", 25)
+    assert len(pairs) == 25 and all(im is not None for im in images)
+    answers = [tok.decode(r).split("<action>")[1].split("</action>")[0] for _, r in pairs]
+    assert answers == [str(card_value(generate_cards(parse_task_id(t))[0])) for t in train]
+    assert not any("Cards:" in tok.decode(p) for p, _ in pairs)  # the cards are in the image only
