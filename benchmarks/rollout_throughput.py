@@ -16,11 +16,17 @@ one thread per core it is given); pass ``--threads 1`` for a like-for-like HF ro
 
     python benchmarks/rollout_throughput.py [--models tiny-3m tiny-15m] [--batch-sizes 8 32 64]
     OMP_NUM_THREADS=1 .venv-vllm/bin/python benchmarks/rollout_throughput.py --backends hf vllm --threads 1
+
+``--env ezpoints --env-kwargs '{"mode": "rgb_array"}' --models tiny-qwen2.5-vl --vl-heads 2``: a
+vision-language policy on an env that shows images (each step's images go to both backends; scoring
+reads the same pixel values). ``--vl-heads``: the built-in VL models' attention heads (4: head size 16,
+which vLLM's CPU attention refuses; 2 gives 32).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -29,7 +35,7 @@ import time
 import torch
 
 from seedrl.envs.panels import build_panel
-from seedrl.envs.registry import make_env
+from seedrl.envs.registry import env_class, make_env
 from seedrl.models.loading import load_model, load_tokenizer
 from seedrl.models.precision import device_capability
 from seedrl.models.scoring import batched_logprobs
@@ -78,12 +84,22 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=["hf"], choices=["hf", "vllm"],
                     help="generation backends to compare (vllm: needs .venv-vllm)")
     ap.add_argument("--vllm-kv-cache-gb", type=float, default=0.5)
+    ap.add_argument("--env", default="sokoban", help="the env the policy plays")
+    ap.add_argument("--env-kwargs", default="{}", help='its kwargs as JSON, e.g. \'{"mode": "rgb_array"}\'')
+    ap.add_argument("--vl-heads", type=int, default=None, help="attention heads of the built-in VL models")
     args = ap.parse_args()
+    env_kwargs = json.loads(args.env_kwargs)
+    if args.vl_heads:
+        from seedrl.models.vision import TINY_VL_CONFIGS
+
+        for key, (kind, text, vis) in list(TINY_VL_CONFIGS.items()):
+            TINY_VL_CONFIGS[key] = (kind, dict(text, num_attention_heads=args.vl_heads), vis)
     torch.set_num_threads(args.threads)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     print(f"command: python benchmarks/rollout_throughput.py --models {' '.join(args.models)} --batch-sizes "
           f"{' '.join(map(str, args.batch_sizes))} --precisions {' '.join(args.precisions)} --threads {args.threads}"
-          f" --backends {' '.join(args.backends)}")
+          f" --backends {' '.join(args.backends)} --env {args.env} --env-kwargs '{args.env_kwargs}'"
+          + (f" --vl-heads {args.vl_heads}" if args.vl_heads else ""))
     print(f"commit: {commit}\nmachine: {machine()}\n")
     if args.envs:
         print("| env | expert steps/s (reset + step, no model) | steps |\n|---|---|---|")
@@ -96,15 +112,15 @@ def main() -> None:
     print("| model | precision | cpu bf16 | backend | episodes | gen tokens/s | vs hf | env steps/s | rollout s "
           "| score tokens/s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    panel = build_panel("sokoban", "train")
+    panel = build_panel(args.env, "train")
     for name in args.models:
         tok = load_tokenizer(name)
         for precision in args.precisions:
             bf16 = precision == "bf16"
             model = load_model(name, "bfloat16" if precision == "bf16-weights" else "float32", tokenizer=tok)
             # untrained models rarely close </action>: every turn runs to max_new_tokens (a worst case)
-            settings = RolloutSettings(env_title="Sokoban", max_steps=args.max_steps, history_length=2,
-                                       sampling=SamplingParams(max_new_tokens=args.max_new_tokens))
+            settings = RolloutSettings(env_title=env_class(args.env).title or args.env, max_steps=args.max_steps,
+                                       history_length=2, sampling=SamplingParams(max_new_tokens=args.max_new_tokens))
             hf_rate: dict[int, float] = {}
             for backend_name in args.backends:
                 opts = {"kv_cache_gb": args.vllm_kv_cache_gb} if backend_name == "vllm" else {}
@@ -113,14 +129,15 @@ def main() -> None:
                     best = None
                     for r in range(args.repeats):
                         t0 = time.perf_counter()
-                        trajs = rollout(backend, tok, lambda: make_env("sokoban"), list(panel.task_ids[:bs]), 1,
-                                        settings, seed=r)
+                        trajs = rollout(backend, tok, lambda: make_env(args.env, **env_kwargs),
+                                        list(panel.task_ids[:bs]), 1, settings, seed=r)
                         dt = time.perf_counter() - t0
                         samples = [s for t in trajs for s in t.steps]
                         gen = sum(len(s.response_ids) for s in samples)
                         t1 = time.perf_counter()
                         batched_logprobs(model, [s.prompt_ids for s in samples], [s.response_ids for s in samples],
-                                         tok.pad_token_id, micro_batch_size=16, bf16=bf16)
+                                         tok.pad_token_id, micro_batch_size=16, bf16=bf16,
+                                         images=[s.images for s in samples])
                         st = time.perf_counter() - t1
                         scored = sum(len(s.prompt_ids) + len(s.response_ids) for s in samples)
                         row = (gen / dt, len(samples) / dt, dt, scored / st)
