@@ -13,7 +13,11 @@ once per epoch; another split of the same batch, so not the same update bit for 
 adds ``optim.shared_prefix`` (each prompt prefix that samples share run once, in the scoring passes and
 the update's forward/backward: the same log-probs and gradients up to float rounding); ``+gen`` adds
 ``rollout.shared_prefix`` (the prompts' common head run once in generation: the same tokens up to float
-rounding). Prints the
+rounding). ``fast+split+prefix+vllm`` rolls out (and SEED's policy analyses) through an in-process vLLM
+engine instead (``rollout.backend=vllm``; run the script in ``.venv-vllm``), with the old log-probs
+recomputed (the config refuses an engine's as the ratio's denominator): its ``sync`` column is the
+weight copy into the engine after each update; the engine's start (~8 s, once a run) is in no column.
+Prints the
 per-stage seconds per iteration, episodes per second and the speed-up as a markdown block for
 benchmarks/RESULTS.md. Run it on a quiet machine: a second process on two cores halves either number.
 
@@ -43,7 +47,8 @@ from seedrl.config import TrainConfig, load_config
 from seedrl.experiments.compare import git_state, machine_info, weight_fingerprint
 from seedrl.train.trainer import Trainer
 
-STAGES = ("rollout", "old_logp", "ref_logp", "analysis", "rescore", "advantage", "update")
+#: "sync": copying the weights into a vLLM engine after the update (nothing to copy with the hf backend)
+STAGES = ("rollout", "old_logp", "ref_logp", "analysis", "rescore", "advantage", "update", "sync")
 VARIANTS = {
     "baseline": ["optim.old_logp=recompute", "optim.dedupe=false"],
     "fast": ["optim.old_logp=rollout", "optim.dedupe=true"],
@@ -52,6 +57,10 @@ VARIANTS = {
                           "optim.shared_prefix=true"],
     "fast+split+prefix+gen": ["optim.old_logp=rollout", "optim.dedupe=true", "optim.split_distinct=true",
                               "optim.shared_prefix=true", "rollout.shared_prefix=true"],
+    # rollouts (and SEED's self-analyses) through an in-process vLLM engine: run in .venv-vllm; the trainer
+    # recomputes the old log-probs (it does not take an engine's as the PPO ratio's denominator)
+    "fast+split+prefix+vllm": ["optim.old_logp=recompute", "optim.dedupe=true", "optim.split_distinct=true",
+                               "optim.shared_prefix=true", "rollout.backend=vllm"],
 }
 SEED = ["algo.name=seed", "skills.analyzer=self"]
 
@@ -77,6 +86,10 @@ def summarize(rows: list[dict]) -> dict[str, float]:
     out["total"] = total
     out["episodes_per_s"] = sum(r["sampling/episodes"] for r in rows) / (total * n)
     out["unique_sample_frac"] = sum(r.get("rollout/unique_sample_frac", 1.0) for r in rows) / n
+    # what the update had to do: variants whose rollouts sample other tokens (another backend) play other
+    # episodes, of other lengths, from the first update on
+    out["samples"] = sum(r.get("rollout/samples", 0) for r in rows) / n
+    out["success_rate"] = sum(r.get("rollout/success_rate", 0.0) for r in rows) / n
     if any("skills/parse_rate" in r for r in rows):  # a SEED run: did the analyzer write skills, and how long
         out["parse_rate"] = sum(r.get("skills/parse_rate", 0.0) for r in rows) / n
         answers = sum(r["sampling/episodes"] for r in rows)
@@ -123,11 +136,13 @@ def main() -> None:
     command = "python " + " ".join(sys.argv)
     print(f"command: {command}\ncommit: {commit}\nstart: {cfg.model.name} (sha256 {start_sha})\nmachine: "
           f"{cpu_name()}, torch {torch.__version__}, {torch.get_num_threads()} thread(s)\n")
-    print("| variant | " + " | ".join(STAGES) + " | total s/iter | episodes/s | distinct samples |")
-    print("|---" * (len(STAGES) + 4) + "|")
+    print("| variant | " + " | ".join(STAGES) + " | total s/iter | episodes/s | samples/iter | distinct samples "
+          "| success |")
+    print("|---" * (len(STAGES) + 6) + "|")
     for name, r in res.items():
         print(f"| {name} | " + " | ".join(f"{r[s]:.2f}" for s in STAGES)
-              + f" | {r['total']:.2f} | {r['episodes_per_s']:.2f} | {r['unique_sample_frac']:.2f} |")
+              + f" | {r['total']:.2f} | {r['episodes_per_s']:.2f} | {r['samples']:.0f} | {r['unique_sample_frac']:.2f} "
+                f"| {r['success_rate']:.2f} |")
     base = res.get("baseline")
     for name in [n for n in names if n != "baseline"] if base else []:
         print(f"\nspeed-up (episodes/s, {name} / baseline): {res[name]['episodes_per_s'] / base['episodes_per_s']:.2f}x")

@@ -37,7 +37,9 @@ def _run(tmp_path, code: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("fixed", [False, True])
 def test_an_unloadable_ops_library_imports_only_with_the_fix(tmp_path, fixed):
-    pre = "import seedrl._torchvision_cpu as m; m.install(); " if fixed else ""
+    # .venv-vllm installs the fix at start-up (a .pth): the unfixed case takes it out first
+    pre = ("import seedrl._torchvision_cpu as m; m.install(); " if fixed else
+           "import sys; sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != '_Finder']; ")
     r = _run(tmp_path, pre + "import torchvision, torch, sys; print(torchvision.VERSION, "
                              "hasattr(torch.ops.torchvision, 'qnms'), any(type(f).__name__ == '_Finder' "
                              "for f in sys.meta_path))")
