@@ -60,7 +60,8 @@ def _exists(namespace: str, op: str) -> bool:
 
 class _Finder(importlib.abc.MetaPathFinder):
     """Runs :func:`declare_missing_ops` once, just before ``torchvision`` is first imported; finds nothing
-    itself (the normal finders import the package)."""
+    itself (the normal finders import the package). It stays on ``sys.meta_path``, inert afterwards: the
+    import system is iterating that list when it asks."""
 
     def __init__(self) -> None:
         self.done = False
@@ -69,7 +70,6 @@ class _Finder(importlib.abc.MetaPathFinder):
         if name != "torchvision" or self.done:
             return None
         self.done = True
-        sys.meta_path.remove(self)
         spec = importlib.util.find_spec("torchvision")
         if spec is not None and spec.submodule_search_locations:
             declare_missing_ops(Path(next(iter(spec.submodule_search_locations))))

@@ -352,17 +352,18 @@ def resized_like(processor, image: np.ndarray) -> np.ndarray:
     h, w = smart_resize(im.shape[0], im.shape[1], factor=ip.patch_size * ip.merge_size, min_pixels=lo, max_pixels=hi)
     if (h, w) == im.shape[:2]:
         return im
-    return np.asarray(Image.fromarray(im).resize((w, h), resample=Image.Resampling(ip.resample)))
+    resample = Image.Resampling(ip.resample if ip.resample is not None else Image.Resampling.BICUBIC)
+    return np.asarray(Image.fromarray(im).resize((w, h), resample=resample))
 
 
 def write_engine_processor(processor, path: str | Path) -> None:
     """``processor`` saved into an engine's model folder (:func:`save_processor`), with a video processor
-    config beside it where the processor has none (an image-only one): the full processor class, which
-    another engine loads through ``AutoProcessor``, reads all its parts. Its video settings are the image
-    processor's (patches, merge, normalisation); seedrl sends no video."""
+    config beside it where the processor has no video processor (an image-only one): the full processor
+    class, which another engine loads through ``AutoProcessor``, reads all its parts. Its video settings are
+    the image processor's (patches, merge, normalisation); seedrl sends no video."""
     save_processor(processor, path)
     video = Path(path) / "video_preprocessor_config.json"
-    if not video.is_file():
+    if getattr(processor, "video_processor", None) is None and not video.is_file():
         ip = processor.image_processor
         video.write_text(json.dumps({
             "video_processor_type": "Qwen2VLVideoProcessor", "patch_size": ip.patch_size,
