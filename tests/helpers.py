@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +22,26 @@ def load_script(relpath: str) -> ModuleType:
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+HAVE_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def need_vllm() -> None:
+    """Skip a vLLM test where vLLM does not import, except under ``SEEDRL_REQUIRE_VLLM=1`` (``make test-vllm``),
+    where that is a failure."""
+    import pytest
+
+    if not HAVE_VLLM:
+        if os.environ.get("SEEDRL_REQUIRE_VLLM"):
+            pytest.fail("SEEDRL_REQUIRE_VLLM=1 but vllm does not import here; build it with `make vllm-env`")
+        pytest.skip("vllm is not installed (make vllm-env; make test-vllm)")
+
+
+def metric_rows(run_dir) -> list[dict]:
+    """A run's metrics rows without their timings (which differ between any two runs)."""
+    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
 
 def tiny_cfg(run_dir, **over) -> TrainConfig:

@@ -9,9 +9,7 @@ tiny-3m, not tiny-micro: vLLM's CPU attention needs a head size that is a multip
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import os
 
 import pytest
 import torch
@@ -21,17 +19,11 @@ from seedrl.models.loading import load_model, load_tokenizer, save_model
 from seedrl.models.scoring import batched_logprobs
 from seedrl.rollout.backends import HFBackend, SamplingParams, make_backend
 from seedrl.rollout.runner import encode_messages
+from tests.helpers import HAVE_VLLM, metric_rows, need_vllm
 
-HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 MODEL = "tiny-3m"
 TOL = 1e-4
 
-
-def _need_vllm():
-    if not HAVE_VLLM:
-        if os.environ.get("SEEDRL_REQUIRE_VLLM"):
-            pytest.fail("SEEDRL_REQUIRE_VLLM=1 but vllm does not import here; build it with `make vllm-env`")
-        pytest.skip("vllm is not installed (make vllm-env; make test-vllm)")
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +38,7 @@ def policy(tok):
 
 @pytest.fixture(scope="module")
 def engine(policy, tok):
-    _need_vllm()
+    need_vllm()
     b = make_backend("vllm", policy, tok, seed=0, kv_cache_gb=0.25, max_model_len=1024)
     yield b
     b.close()
@@ -204,14 +196,10 @@ def test_vllm_tokenizer_of_a_saved_folder_matches_seedrl(engine, policy, tok, tm
         tok(texts[0], add_special_tokens=False)["input_ids"]
 
 
-def _rows(run_dir):
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
-
 
 @pytest.mark.vllm
 def test_seed_training_with_vllm_two_iterations_resumes_and_logs_like_hf(tmp_path):
-    _need_vllm()
+    need_vllm()
     from seedrl.train.trainer import Trainer
     from tests.helpers import tiny_cfg
 
@@ -223,7 +211,7 @@ def test_seed_training_with_vllm_two_iterations_resumes_and_logs_like_hf(tmp_pat
     Trainer(tiny_cfg(tmp_path / "cut", **over, **vl)).train(stop_after=1)
     Trainer(tiny_cfg(tmp_path / "cut", **over, **vl), resume=True).train()
 
-    hf, full, cut = _rows(tmp_path / "hf"), _rows(tmp_path / "full"), _rows(tmp_path / "cut")
+    hf, full, cut = metric_rows(tmp_path / "hf"), metric_rows(tmp_path / "full"), metric_rows(tmp_path / "cut")
     assert len(full) == 2 and [set(r) for r in full] == [set(r) for r in hf]
     assert cut == full  # resume: the same rows as the uninterrupted run
     for r in full:  # the engine samples from the trainer's weights after every update: fp32 noise

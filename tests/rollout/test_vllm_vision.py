@@ -8,9 +8,7 @@ of four: vLLM's CPU attention needs a head size that is a multiple of 32."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import subprocess
 import sys
 
@@ -25,25 +23,19 @@ from seedrl.models.loading import load_model, load_tokenizer
 from seedrl.models.scoring import batched_logprobs
 from seedrl.rollout.backends import HFBackend, SamplingParams, make_backend
 from seedrl.rollout.runner import encode_step
+from tests.helpers import metric_rows, need_vllm
 
-HAVE_VLLM = importlib.util.find_spec("vllm") is not None
 VL = "tiny-qwen2.5-vl"
 TOL = 1e-4  # the text path's (tests/rollout/test_vllm_backend.py)
 
 pytestmark = pytest.mark.vllm
 
 
-def _need_vllm():
-    if not HAVE_VLLM:
-        if os.environ.get("SEEDRL_REQUIRE_VLLM"):
-            pytest.fail("SEEDRL_REQUIRE_VLLM=1 but vllm does not import here; build it with `make vllm-env`")
-        pytest.skip("vllm is not installed (make vllm-env; make test-vllm)")
-
 
 @pytest.fixture(scope="module")
 def vl():
     """(tokenizer, policy, engine): the tiny Qwen2.5-VL with head size 32."""
-    _need_vllm()
+    need_vllm()
     kind, text, vis = vision.TINY_VL_CONFIGS[VL]
     with pytest.MonkeyPatch.context() as mp:
         mp.setitem(vision.TINY_VL_CONFIGS, VL, (kind, dict(text, num_attention_heads=2), vis))
@@ -168,17 +160,13 @@ def test_a_vision_token_is_never_sampled_and_the_recorded_logprobs_stay_the_poli
 def test_torchvision_imports_beside_the_cpu_torch():
     """``make vllm-env`` keeps PyPI's (CUDA) torchvision, whose ops library cannot load beside the CPU
     torch, and installs a ``.pth`` that declares the two ops its import registers unchecked."""
-    _need_vllm()
+    need_vllm()
     code = ("import torchvision, torch; from transformers import Qwen2VLVideoProcessor; "
             "from seedrl._torchvision_cpu import UNGUARDED_OPS; "
             "print(all(hasattr(torch.ops.torchvision, o) for o in UNGUARDED_OPS))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "True", r.stderr[-2000:]
 
-
-def _rows(run_dir):
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if not k.startswith("time/")} for r in rows]
 
 
 def test_seed_on_ezpoints_with_vllm_trains_like_hf(vl, tmp_path):
@@ -197,7 +185,7 @@ def test_seed_on_ezpoints_with_vllm_trains_like_hf(vl, tmp_path):
         cfg = load_config(TrainConfig, "configs/ezpoints_seed_tiny.yaml",
                           [*sets, f"run_dir={tmp_path / name}", f"rollout.backend={backend}"])
         Trainer(cfg).train()
-    hf, full = _rows(tmp_path / "hf"), _rows(tmp_path / "vllm")
+    hf, full = metric_rows(tmp_path / "hf"), metric_rows(tmp_path / "vllm")
     assert len(full) == 2 and [set(r) for r in full] == [set(r) for r in hf]
     for r in full:
         assert r["check/rollout_logp_drift"] <= TOL, r["check/rollout_logp_drift"]
